@@ -1,0 +1,127 @@
+# bothy: a daemonless, rootless sandbox. `make help` lists the targets.
+
+SHELL      := /bin/bash
+GO         ?= go
+TAGS       := containers_image_openpgp exclude_graphdriver_btrfs seccomp
+BIN        := $(CURDIR)/bin
+CACHE      ?= $(if $(filter 0,$(shell id -u)),/var/cache/bothy,$(HOME)/.cache/bothy)
+TEST_USER  ?= bothy-test
+DEB_SUITE  ?= bookworm
+DEB_MIRROR ?= http://deb.debian.org/debian
+PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
+              slirp4netns iproute2 hyperfine util-linux curl
+GOFLAGS_BUILD := -trimpath -tags "$(TAGS)"
+
+export GOFLAGS := -buildvcs=false
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: setup
+setup: ## Install the Debian packages the build and tests need (idempotent).
+	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "setup: installing $$missing" >&2; \
+		if [ "$$(id -u)" != 0 ]; then echo "setup: run as root to install: $$missing" >&2; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@$(GO) mod download
+
+.PHONY: build
+build: setup $(BIN)/bothy $(BIN)/bothy-init $(BIN)/bothy-executor $(BIN)/default-image.oci.tar ## Build the binaries and the embedded default image.
+
+GO_SOURCES := $(shell find . -name '*.go' -not -path './bin/*' 2>/dev/null) go.mod go.sum
+
+$(BIN)/bothy: $(GO_SOURCES)
+	$(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/bothy
+
+# The launcher and container init: libcontainer clones this binary into a
+# sealed memfd at every start, so it carries nothing but the launcher.
+$(BIN)/bothy-init: $(GO_SOURCES)
+	$(GO) build $(GOFLAGS_BUILD) -ldflags "-s -w" -o $@ ./cmd/bothy-init
+
+$(BIN)/bothy-executor: $(GO_SOURCES)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./cmd/bothy-executor
+
+# The default image: Debian (bash, coreutils, python3) from Debian's archive,
+# made once with mmdebstrap and cached, packed into an OCI archive.
+DPKG_EXCLUDES := --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+                 --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+                 --dpkgopt='path-exclude=/usr/share/info/*'
+$(CACHE)/default-rootfs.tar:
+	@mkdir -p $(CACHE)
+	mmdebstrap --quiet --variant=minbase --include=bash,coreutils,python3,procps,ca-certificates,less \
+		$(DPKG_EXCLUDES) $(DEB_SUITE) $@.tmp $(DEB_MIRROR)
+	mv $@.tmp $@
+
+$(BIN)/default-image.oci.tar: $(CACHE)/default-rootfs.tar internal/testimage/testimage.go
+	@mkdir -p $(BIN)
+	$(GO) run ./internal/tools/mkimage -rootfs $< -name bothy-default:latest -cmd /bin/bash -o $@
+
+$(BIN)/busybox.oci.tar: internal/testimage/testimage.go
+	@mkdir -p $(BIN)
+	$(GO) run ./internal/tools/mkimage -rootfs busybox -name busybox:latest -o $@
+
+# A ≥ 500 MB image for the preparation benchmark: the default rootfs plus
+# incompressible data.
+$(BIN)/big-image.oci.tar: $(CACHE)/default-rootfs.tar internal/testimage/testimage.go
+	@mkdir -p $(BIN)
+	$(GO) run ./internal/tools/mkimage -rootfs $< -pad-mb 400 -name big:latest -o $@
+
+.PHONY: demo
+demo: build ## Run a real sandbox on the embedded default image and show a few commands.
+	@./scripts/demo.sh
+
+# Tests run twice: as root, and as an unprivileged user (created if missing) with
+# the same compiled test binaries, so nothing that needs privilege is skipped.
+TEST_PKGS = $$($(GO) list ./... | grep -v /internal/tools/)
+TEST_ENV   = BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy
+
+.PHONY: test
+test: build test-root test-rootless ## Set up, build, and pass every test as root and as an unprivileged user.
+
+.PHONY: test-bins
+test-bins: build
+	@rm -rf $(BIN)/tests && mkdir -p $(BIN)/tests
+	@for p in $(TEST_PKGS); do \
+		n=$$(echo $${p#github.com/bothy-sandbox/bothy/} | tr / _); \
+		$(GO) test -c $(GOFLAGS_BUILD) -o $(BIN)/tests/$$n.test $$p || exit 1; \
+	done
+	@chmod -R a+rX $(BIN)
+
+.PHONY: test-root
+test-root: test-bins ## Run every test as the calling user (root in CI).
+	@./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV)
+
+.PHONY: test-rootless
+test-rootless: test-bins ## Run every test as an unprivileged user ($(TEST_USER), created when run as root).
+	@if [ "$$(id -u)" = 0 ]; then \
+		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
+		./scripts/run-tests.sh "$(BIN)/tests" $(TEST_USER) $(TEST_ENV); \
+	else \
+		./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV); \
+	fi
+
+.PHONY: fuzz
+fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
+	@./scripts/fuzz.sh $${FUZZTIME:-20s}
+
+.PHONY: bench
+bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun and runc, root and rootless).
+	@$(GO) run ./internal/tools/bench -bin $(BIN) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
+
+.PHONY: fmt
+fmt: ## Format the code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: lint
+lint: ## gofmt check and go vet.
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet -tags "$(TAGS)" ./...
+
+.PHONY: clean
+clean: ## Remove build outputs (not the cache).
+	rm -rf $(BIN)

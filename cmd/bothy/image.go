@@ -1,0 +1,202 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bothy-sandbox/bothy/oci"
+)
+
+func (g *globals) store() (*oci.Store, error) {
+	m, err := g.manager()
+	if err != nil {
+		return nil, err
+	}
+	return m.Store(), nil
+}
+
+func newPullCmd(g *globals) *cobra.Command {
+	var (
+		authFile  string
+		tlsVerify bool
+		quiet     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "pull REF",
+		Short: "Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)",
+		Example: `  bothy pull localhost:5000/python:3.12
+  bothy pull oci-archive:/shared/images/task-123.tar
+  bothy pull --tls-verify=false docker://127.0.0.1:5000/busybox:latest`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			opts := oci.PullOptions{AuthFile: authFile}
+			if cmd.Flags().Changed("tls-verify") {
+				opts.TLSVerify = &tlsVerify
+			}
+			if !quiet {
+				opts.Progress = cmd.ErrOrStderr()
+			}
+			img, err := s.Pull(cmd.Context(), args[0], opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file (containers-auth.json format)")
+	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	return cmd
+}
+
+func newImportCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import ROOTFS.tar NAME[:TAG]",
+		Short: "Turn a root filesystem tarball (plain or gzip, - for stdin) into a one-layer image",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			in := cmd.InOrStdin()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return fmt.Errorf("import: %w", err)
+				}
+				defer f.Close()
+				in = f
+			}
+			img, err := s.Import(cmd.Context(), in, args[1])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+			return nil
+		},
+	}
+}
+
+func newImagesCmd(g *globals) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "images",
+		Short: "List images",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			list, err := s.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "json":
+				if list == nil {
+					list = []*oci.Image{}
+				}
+				return writeJSON(cmd.OutOrStdout(), list)
+			case "table", "":
+			default:
+				return fmt.Errorf("unknown format %q: use table or json", format)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTAG\tIMAGE ID\tCREATED\tSIZE")
+			for _, img := range list {
+				names := img.Names
+				if len(names) == 0 {
+					names = []string{"<none>:<none>"}
+				}
+				for _, n := range names {
+					repo, tag := splitTag(n)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", repo, tag, img.ShortID(), created(img.Created), humanSize(img.Size))
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	return cmd
+}
+
+func newRmiCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rmi IMAGE...",
+		Short: "Remove image names (blobs go with bothy image prune)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(ref string) error { return s.Remove(cmd.Context(), ref) })
+		},
+	}
+}
+
+func newImageCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "image", Short: "Manage images"}
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete blobs that no image name reaches",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			freed, err := s.Prune(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "freed %s\n", humanSize(freed))
+			return nil
+		},
+	}
+	ls := newImagesCmd(g)
+	ls.Use, ls.Aliases = "ls", []string{"list"}
+	rm := newRmiCmd(g)
+	rm.Use = "rm IMAGE..."
+	cmd.AddCommand(prune, ls, rm, newPullCmd(g), newImportCmd(g))
+	return cmd
+}
+
+func splitTag(name string) (repo, tag string) {
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		return name[:i], name[i+1:]
+	}
+	return name, "<none>"
+}
+
+func created(t time.Time) string {
+	if t.IsZero() || t.Unix() <= 0 {
+		return "-"
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+func humanSize(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}

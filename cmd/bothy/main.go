@@ -1,0 +1,64 @@
+// Command bothy runs untrusted code in rootless sandboxes, with no daemon.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// exitError carries a command's exit code out of a cobra command.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+type globals struct {
+	root string
+}
+
+func (g *globals) manager() (*sandbox.Manager, error) {
+	opts := sandbox.Options{Progress: os.Stderr}
+	if g.root != "" {
+		opts.Paths = sandbox.PathsUnder(g.root)
+	}
+	return sandbox.Open(opts)
+}
+
+func main() {
+	launch.Reexec()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "bothy:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "bothy",
+		Short:         "Daemonless, rootless sandboxes for untrusted code",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.root, "root", os.Getenv("BOTHY_ROOT"), "keep all state under this directory (default: per-user XDG directories, or /var/lib/bothy and /run/bothy for root)")
+	root.AddCommand(
+		newRunCmd(g), newExecCmd(g), newPsCmd(g), newInspectCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
+		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),
+	)
+	return root
+}

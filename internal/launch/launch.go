@@ -1,0 +1,239 @@
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	// Registers the cgroup device-rules manager libcontainer needs as root.
+	_ "github.com/opencontainers/cgroups/devices"
+	// nsenter's constructor sets up namespaces before the Go runtime starts
+	// in the "init" re-execution.
+	_ "github.com/opencontainers/runc/libcontainer/nsenter"
+)
+
+// Arg is the first argument that turns a binary into the launcher; "init" turns
+// it into libcontainer's container init.
+const Arg = "__bothy_launch"
+
+// Request tells the launcher what to start. It is written by the manager as
+// launch.json in the sandbox directory; config.json beside it is the
+// runtime-spec bundle.
+type Request struct {
+	ID string `json:"id"`
+	// Bundle holds config.json; its root.path is where the overlay goes.
+	Bundle string `json:"bundle"`
+	// Overlay mount data (lowerdir=…,upperdir=…,workdir=…[,userxattr]).
+	// Relative lowerdir paths are relative to OverlayDir.
+	Overlay    string `json:"overlay"`
+	OverlayDir string `json:"overlay_dir,omitempty"`
+	// StateRoot is libcontainer's state root for this sandbox.
+	StateRoot string `json:"state_root"`
+	// Log receives the executor's stdout and stderr.
+	Log string `json:"log"`
+	// Rootless: the launcher runs in a user namespace of its own.
+	Rootless bool `json:"rootless"`
+	// ReadyTimeout bounds the wait for the executor's ready signal.
+	ReadyTimeout time.Duration `json:"ready_timeout"`
+}
+
+// Result is what the launcher reports on fd 3 before it exits.
+type Result struct {
+	Pid   int    `json:"pid"`
+	Error string `json:"error,omitempty"`
+}
+
+// Reexec runs the launcher or the container init when the process was started
+// as one, and never returns in that case. Call it first thing in main (and in
+// TestMain of tests that start sandboxes).
+func Reexec() {
+	if len(os.Args) < 2 {
+		return
+	}
+	switch os.Args[1] {
+	case "init":
+		runtime.GOMAXPROCS(1)
+		runtime.LockOSThread()
+		libcontainer.Init()
+		os.Exit(1) // Init only returns on failure, after reporting it.
+	case Arg:
+		os.Exit(launcherMain())
+	}
+}
+
+// launcherMain runs in the new mount (and, rootless, user) namespace that the
+// manager created for it. It reports a Result on fd 3.
+func launcherMain() int {
+	report := os.NewFile(3, "report")
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "bothy launcher: missing request path")
+		return 2
+	}
+	pid, err := launch(os.Args[2])
+	res := Result{Pid: pid}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if err := json.NewEncoder(report).Encode(res); err != nil {
+		fmt.Fprintln(os.Stderr, "bothy launcher: report:", err)
+		return 1
+	}
+	if res.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+func launch(reqPath string) (int, error) {
+	var req Request
+	data, err := os.ReadFile(reqPath)
+	if err != nil {
+		return 0, fmt.Errorf("read launch request: %w", err)
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return 0, fmt.Errorf("read launch request: %w", err)
+	}
+	var spec specs.Spec
+	data, err = os.ReadFile(req.Bundle + "/config.json")
+	if err != nil {
+		return 0, fmt.Errorf("read bundle: %w", err)
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return 0, fmt.Errorf("read bundle: %w", err)
+	}
+
+	// Nothing mounted here may reach the host's mount table.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return 0, fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := mountOverlay(req.OverlayDir, spec.Root.Path, req.Overlay); err != nil {
+		return 0, err
+	}
+
+	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName:      req.ID,
+		Spec:            &spec,
+		RootlessCgroups: req.Rootless,
+		NoNewKeyring:    false,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("convert bundle: %w", err)
+	}
+	container, err := libcontainer.Create(req.StateRoot, req.ID, config)
+	if err != nil {
+		return 0, fmt.Errorf("create container: %w", err)
+	}
+	pid, err := start(container, &spec, req)
+	if err != nil {
+		if derr := container.Destroy(); derr != nil {
+			err = fmt.Errorf("%w (and clean up: %v)", err, derr)
+		}
+		return 0, err
+	}
+	return pid, nil
+}
+
+func mountOverlay(dir, target, data string) error {
+	if dir != "" {
+		// Lower dirs are given relative to dir to stay under the mount
+		// data's page-size limit.
+		if err := os.Chdir(dir); err != nil {
+			return fmt.Errorf("mount overlay: %w", err)
+		}
+	}
+	if err := unix.Mount("overlay", target, "overlay", 0, data); err != nil {
+		return fmt.Errorf("mount overlay on %s: %w (options %s)", target, err, data)
+	}
+	return nil
+}
+
+func start(container *libcontainer.Container, spec *specs.Spec, req Request) (int, error) {
+	logFile, err := os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("open executor log: %w", err)
+	}
+	defer logFile.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer readyR.Close()
+
+	p := spec.Process
+	process := &libcontainer.Process{
+		Args:            p.Args,
+		Env:             p.Env,
+		Cwd:             p.Cwd,
+		UID:             int(p.User.UID),
+		GID:             int(p.User.GID),
+		Stdout:          logFile,
+		Stderr:          logFile,
+		ExtraFiles:      []*os.File{readyW}, // fd 3 in the sandbox: --ready-fd 3
+		Init:            true,
+		NoNewPrivileges: &p.NoNewPrivileges,
+	}
+	err = container.Run(process)
+	readyW.Close()
+	if err != nil {
+		return 0, fmt.Errorf("start executor: %w", err)
+	}
+	pid, err := process.Pid()
+	if err != nil {
+		return 0, err
+	}
+	if err := waitReady(readyR, req.ReadyTimeout); err != nil {
+		return 0, fmt.Errorf("%w: %s", err, logTail(req.Log))
+	}
+	return pid, nil
+}
+
+// waitReady waits for the executor to write "ready" on its ready pipe, which it
+// does once its socket is listening.
+func waitReady(r *os.File, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(r, buf, len("ready"))
+	switch {
+	case err == nil && strings.HasPrefix(string(buf[:n]), "ready"):
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("executor not ready after %s", timeout)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("executor exited before it was ready")
+	case err != nil:
+		return fmt.Errorf("wait for executor: %w", err)
+	default:
+		return fmt.Errorf("executor sent %q instead of ready", strconv.Quote(string(buf[:n])))
+	}
+}
+
+// logTail returns the end of the executor's log, for error messages: the log
+// itself goes away with the failed sandbox.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "no executor log"
+	}
+	text := strings.TrimSpace(string(data))
+	if len(text) > 2000 {
+		text = "…" + text[len(text)-2000:]
+	}
+	if text == "" {
+		return "the executor printed nothing"
+	}
+	return "executor log: " + text
+}

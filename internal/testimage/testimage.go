@@ -1,0 +1,268 @@
+package testimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// BusyboxPath is where Debian's busybox-static installs its binary.
+const BusyboxPath = "/bin/busybox"
+
+// epoch is the timestamp of every generated entry: same inputs, same digests.
+var epoch = time.Unix(0, 0).UTC()
+
+// BusyboxTar writes a root filesystem tarball: the static busybox, a symlink
+// per applet, and the few files a shell expects.
+func BusyboxTar(w io.Writer) error {
+	bin, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		return fmt.Errorf("read busybox (apt-get install busybox-static): %w", err)
+	}
+	out, err := exec.Command(BusyboxPath, "--list").Output()
+	if err != nil {
+		return fmt.Errorf("list busybox applets: %w", err)
+	}
+	applets := strings.Fields(string(out))
+	slices.Sort(applets)
+
+	tw := tar.NewWriter(w)
+	dir := func(name string, mode int64) error {
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, ModTime: epoch})
+	}
+	file := func(name string, mode int64, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	for _, d := range []string{"bin", "dev", "etc", "proc", "root", "sys", "tmp", "usr", "usr/bin", "var", "var/tmp"} {
+		mode := int64(0o755)
+		if d == "tmp" || d == "var/tmp" {
+			mode = 0o1777
+		}
+		if err := dir(d, mode); err != nil {
+			return err
+		}
+	}
+	if err := file("bin/busybox", 0o755, bin); err != nil {
+		return err
+	}
+	for _, a := range applets {
+		if a == "busybox" {
+			continue
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: epoch}); err != nil {
+			return err
+		}
+	}
+	for name, content := range map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+		"etc/group":  "root:x:0:\nnogroup:x:65534:\n",
+	} {
+		if err := file(name, 0o644, []byte(content)); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// ArchiveOptions describe the image an OCI archive holds.
+type ArchiveOptions struct {
+	// Name is the ref.name annotation (e.g. "bothy-default:latest").
+	Name string
+	Cmd  []string
+	Env  []string
+}
+
+// WriteOCIArchive packs a rootfs tarball into a one-layer OCI image and writes
+// it as an OCI archive (a tarred OCI layout) to out. The result is
+// reproducible: the same rootfs gives the same digests.
+func WriteOCIArchive(rootfsTar, out string, opts ArchiveOptions) error {
+	layer, err := tarball.LayerFromFile(rootfsTar, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+	if err != nil {
+		return fmt.Errorf("read rootfs %s: %w", rootfsTar, err)
+	}
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	if err != nil {
+		return err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS = "amd64", "linux"
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Config.Cmd = opts.Cmd
+	cfg.Config.Env = opts.Env
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return err
+	}
+	if img, err = mutate.CreatedAt(img, v1.Time{Time: epoch}); err != nil {
+		return err
+	}
+
+	tmp, err := os.MkdirTemp(filepath.Dir(out), ".oci-layout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	p, err := layout.Write(tmp, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": opts.Name})); err != nil {
+		return fmt.Errorf("write OCI layout: %w", err)
+	}
+	return tarDir(tmp, out)
+}
+
+// tarDir writes dir's contents as a deterministic tarball at out, atomically.
+func tarDir(dir, out string) error {
+	var paths []string
+	if err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != dir {
+			paths = append(paths, path)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	slices.Sort(paths)
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".archive-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	tw := tar.NewWriter(tmp)
+	for _, path := range paths {
+		st, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, ModTime: epoch, Typeflag: tar.TypeReg, Size: st.Size()}
+		if st.IsDir() {
+			hdr = &tar.Header{Name: filepath.ToSlash(rel) + "/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	// Every user of the machine reads the installed default image.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), out)
+}
+
+// PadRootfs copies the rootfs tarball in to out and adds mb megabytes of
+// incompressible (seeded, so reproducible) data under /opt/pad: a large image
+// for the preparation benchmark.
+func PadRootfs(in, out string, mb int) error {
+	src, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	tr, tw := tar.NewReader(src), tar.NewWriter(dst)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", in, err)
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "opt/pad/", Mode: 0o755, ModTime: epoch}); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 1<<20)
+	for i := range mb / 8 {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("opt/pad/%03d.bin", i), Mode: 0o644, Size: 8 << 20, ModTime: epoch}); err != nil {
+			return err
+		}
+		for range 8 {
+			for j := 0; j < len(buf); j += 8 {
+				binary.LittleEndian.PutUint64(buf[j:], rng.Uint64())
+			}
+			if _, err := tw.Write(buf); err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
+
+// BusyboxArchive writes an OCI archive of the busybox image to out.
+func BusyboxArchive(out, name string) error {
+	var buf bytes.Buffer
+	if err := BusyboxTar(&buf); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".busybox-rootfs-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return WriteOCIArchive(tmp.Name(), out, ArchiveOptions{Name: name, Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/bin:/usr/bin"}})
+}

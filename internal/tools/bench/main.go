@@ -1,0 +1,171 @@
+// Command bench measures bothy side by side with Debian's crun and runc on the
+// same busybox root filesystem, as root and rootless, and prints a Markdown
+// table. It reports; it never fails on a figure. `make bench` runs it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+type result struct {
+	Mode    string             `json:"mode"` // root or rootless
+	Samples map[string][]int64 `json:"samples"`
+	Notes   map[string]string  `json:"notes"`
+}
+
+func (r *result) add(key string, d time.Duration) { r.Samples[key] = append(r.Samples[key], int64(d)) }
+
+func main() {
+	bin := flag.String("bin", "bin", "directory with bothy, bothy-init, bothy-executor and the image archives")
+	user := flag.String("user", "", "also measure rootless as this user (when run as root)")
+	n := flag.Int("n", 50, "runs per start measurement")
+	child := flag.Bool("child", false, "print this mode's samples as JSON (used for the rootless half)")
+	inner := flag.String("inner", "", "internal: run a runtime loop inside a private mount namespace")
+	flag.Parse()
+	if *inner != "" {
+		innerLoop(*inner, flag.Args())
+		return
+	}
+	abs, err := filepath.Abs(*bin)
+	if err != nil {
+		fatal(err)
+	}
+	r := measure(abs, *n)
+	if *child {
+		_ = json.NewEncoder(os.Stdout).Encode(r)
+		return
+	}
+	results := []*result{r}
+	if *user != "" && os.Geteuid() == 0 {
+		fmt.Fprintf(os.Stderr, "bench: rootless half as %s\n", *user)
+		self, _ := os.Executable()
+		home := "/home/" + *user
+		cmd := exec.Command("setpriv", "--reuid", *user, "--regid", *user, "--init-groups",
+			"env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+home, "TMPDIR=/tmp",
+			self, "-bin", abs, "-n", fmt.Sprint(*n), "-child")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: rootless half failed: %v\n", err)
+		} else {
+			var rr result
+			if err := json.Unmarshal(out, &rr); err != nil {
+				fatal(err)
+			}
+			results = append(results, &rr)
+		}
+	}
+	printTable(os.Stdout, results, *n)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+
+func pct(samples []int64, p float64) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	i := int(p * float64(len(s)-1))
+	return time.Duration(s[i])
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "—"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", float64(d)/1e3)
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+func cell(r *result, key string) string {
+	s := r.Samples[key]
+	if len(s) == 0 {
+		if note := r.Notes[key]; note != "" {
+			return note
+		}
+		return "—"
+	}
+	if len(s) == 1 {
+		return fmtDur(time.Duration(s[0]))
+	}
+	return fmtDur(pct(s, 0.5)) + " / " + fmtDur(pct(s, 0.9))
+}
+
+func printTable(w *os.File, results []*result, n int) {
+	host, _ := os.Hostname()
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	fmt.Fprintf(w, "\nbothy bench on %s (kernel %s, %d runs per start figure; median / p90)\n\n", host, strings.TrimSpace(string(kernel)), n)
+	rows := []struct{ key, label string }{
+		{"ready/bothy", "start-to-ready: `bothy run -d` until /alive answers"},
+		{"ready/crun", "start-to-ready: `crun run -d`, same executor, until /alive answers"},
+		{"ready/runc", "start-to-ready: `runc run -d`, same executor, until /alive answers"},
+		{"exit/bothy", "run-to-exit of `true`: `bothy run --rm IMAGE -- true`"},
+		{"exit/crun", "run-to-exit of `true`: `crun run`"},
+		{"exit/runc", "run-to-exit of `true`: `runc run`"},
+		{"exec/bothy", "exec round-trip of `true` through the executor socket"},
+		{"prep/small/cold", "sandbox preparation, busybox (2 MB): first sandbox"},
+		{"prep/small/warm", "sandbox preparation, busybox (2 MB): second sandbox"},
+		{"prep/big/cold", "sandbox preparation, large image: first sandbox"},
+		{"prep/big/warm", "sandbox preparation, large image: second sandbox"},
+		{"density/mem", "density: host memory per idle sandbox (50 running)"},
+		{"density/start50", "density: start 50 sandboxes one after another, total"},
+	}
+	fmt.Fprint(w, "| measurement |")
+	for _, r := range results {
+		fmt.Fprintf(w, " %s |", r.Mode)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range results {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, row := range rows {
+		fmt.Fprintf(w, "| %s |", row.label)
+		for _, r := range results {
+			fmt.Fprintf(w, " %s |", cell(r, row.key))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range results {
+		for k, v := range r.Notes {
+			if len(r.Samples[k]) > 0 {
+				fmt.Fprintf(w, "\n- %s %s: %s", r.Mode, k, v)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// measure takes every figure for the calling user's mode.
+func measure(bin string, n int) *result {
+	ctx := context.Background()
+	r := &result{Mode: "root", Samples: map[string][]int64{}, Notes: map[string]string{}}
+	if os.Geteuid() != 0 {
+		r.Mode = "rootless"
+	}
+	root, err := os.MkdirTemp("", "bb")
+	if err != nil {
+		fatal(err)
+	}
+	defer func() {
+		_, _ = run(ctx, filepath.Join(bin, "bothy"), "--root", root, "prune")
+		_ = exec.Command("chmod", "-R", "u+rwX", root).Run()
+		_ = os.RemoveAll(root)
+	}()
+	bothy := func(args ...string) (string, error) {
+		return run(ctx, filepath.Join(bin, "bothy"), append([]string{"--root", root}, args...)...)
+	}
+	paths := sandbox.PathsUnder(root)
+	m, err := sandbox.Open(sandbox.Options{Paths: paths})
+	if err != nil {
+		fatal(err)
+	}
+	importArchive := func(archive, name string) bool {
+		if _, err := os.Stat(archive); err != nil {
+			return false
+		}
+		if _, err := m.Store().ImportArchive(ctx, archive, name); err != nil {
+			fatal(err)
+		}
+		return true
+	}
+	if !importArchive(filepath.Join(bin, "busybox.oci.tar"), "busybox:latest") {
+		fatal(fmt.Errorf("%s/busybox.oci.tar missing: run make bench", bin))
+	}
+
+	logf("%s: sandbox preparation", r.Mode)
+	prep := func(image, key string) {
+		var ids []string
+		for _, phase := range []string{"cold", "warm"} {
+			t0 := time.Now()
+			id, err := bothy("run", "-d", image)
+			if err != nil {
+				r.Notes["prep/"+key+"/"+phase] = "failed"
+				logf("%v", err)
+				return
+			}
+			r.add("prep/"+key+"/"+phase, time.Since(t0))
+			ids = append(ids, id)
+		}
+		_, _ = bothy(append([]string{"rm", "-f"}, ids...)...)
+	}
+	prep("busybox", "small")
+	if importArchive(filepath.Join(bin, "big-image.oci.tar"), "big:latest") {
+		prep("big", "big")
+		if img, err := m.Store().Resolve(ctx, "big"); err == nil {
+			r.Notes["prep/big/cold"] = fmt.Sprintf("large image: %d MB compressed", img.Size/1e6)
+		}
+	} else {
+		r.Notes["prep/big/cold"] = "no big-image.oci.tar"
+	}
+
+	logf("%s: bothy start-to-ready ×%d", r.Mode, n)
+	for range n {
+		t0 := time.Now()
+		id, err := bothy("run", "-d", "busybox")
+		if err != nil {
+			logf("%v", err)
+			break
+		}
+		if err := alive(paths.SocketPath(id)); err != nil {
+			logf("alive: %v", err)
+			break
+		}
+		r.add("ready/bothy", time.Since(t0))
+		_, _ = bothy("rm", "-f", id)
+	}
+
+	logf("%s: bothy run-to-exit ×%d", r.Mode, n)
+	for range n {
+		t0 := time.Now()
+		if _, err := bothy("run", "--rm", "busybox", "--", "true"); err != nil {
+			logf("%v", err)
+			break
+		}
+		r.add("exit/bothy", time.Since(t0))
+	}
+
+	logf("%s: exec round-trip", r.Mode)
+	if id, err := bothy("run", "-d", "busybox"); err == nil {
+		c := client.New(paths.SocketPath(id))
+		for i := range 300 {
+			t0 := time.Now()
+			res, err := c.Run(ctx, api.RunRequest{Argv: []string{"true"}, Wait: true})
+			if err != nil || res.ExitCode != 0 {
+				logf("exec: %v", err)
+				break
+			}
+			if i >= 20 { // warm-up
+				r.add("exec/bothy", time.Since(t0))
+			}
+		}
+		_, _ = bothy("rm", "-f", id)
+	}
+
+	logf("%s: density", r.Mode)
+	density(r, bothy)
+
+	for _, rt := range []string{"crun", "runc"} {
+		logf("%s: %s", r.Mode, rt)
+		measureRuntime(r, bin, rt, n)
+	}
+	return r
+}
+
+func alive(socket string) error {
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+	resp, err := c.Get("http://bothy/alive")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("alive: %s", resp.Status)
+	}
+	return nil
+}
+
+func memAvailable() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func density(r *result, bothy func(...string) (string, error)) {
+	const count = 50
+	before := memAvailable()
+	t0 := time.Now()
+	var ids []string
+	for range count {
+		id, err := bothy("run", "-d", "busybox")
+		if err != nil {
+			logf("density: %v", err)
+			break
+		}
+		ids = append(ids, id)
+	}
+	r.add("density/start50", time.Since(t0))
+	time.Sleep(time.Second)
+	after := memAvailable()
+	if len(ids) == count {
+		per := (before - after) / count
+		r.Notes["density/mem"] = fmt.Sprintf("%.1f MB", float64(per)/1e6)
+	}
+	for i := 0; i < len(ids); i += 10 {
+		_, _ = bothy(append([]string{"rm", "-f"}, ids[i:min(i+10, len(ids))]...)...)
+	}
+}
+
+// job is one timed loop of crun or runc, run by innerLoop in a child process
+// (as root, inside a private mount namespace: see measureRuntime).
+type job struct {
+	Runtime, Bundle, State, Socket, Kind string
+	N                                    int
+}
+
+func measureRuntime(r *result, bin, rt string, n int) {
+	if _, err := exec.LookPath(rt); err != nil {
+		r.Notes["exit/"+rt] = rt + " not installed"
+		return
+	}
+	dir, err := os.MkdirTemp("", "bb-"+rt)
+	if err != nil {
+		fatal(err)
+	}
+	defer func() {
+		_ = exec.Command("chmod", "-R", "u+rwX", dir).Run()
+		_ = os.RemoveAll(dir)
+	}()
+	rootfsDir := filepath.Join(dir, "rootfs")
+	if err := extractBusybox(rootfsDir); err != nil {
+		fatal(err)
+	}
+	for _, kind := range []string{"exit", "ready"} {
+		bundle := filepath.Join(dir, kind)
+		sock := filepath.Join(dir, "s-"+kind)
+		_ = os.MkdirAll(bundle, 0o755)
+		_ = os.MkdirAll(sock, 0o755)
+		if err := writeRuntimeSpec(rt, bundle, rootfsDir, filepath.Join(bin, "bothy-executor"), sock, kind); err != nil {
+			r.Notes[kind+"/"+rt] = "spec failed"
+			logf("%v", err)
+			continue
+		}
+		j := job{Runtime: rt, Bundle: bundle, State: filepath.Join(dir, "state"), Socket: filepath.Join(sock, "api.sock"), Kind: kind, N: n}
+		data, _ := json.Marshal(j)
+		self, _ := os.Executable()
+		var cmd *exec.Cmd
+		if os.Geteuid() == 0 {
+			// crun refuses the hybrid cgroup layout of this machine; a tmpfs
+			// over cgroup/unified in a private mount namespace hides it. The
+			// host's mounts are untouched.
+			cmd = exec.Command("unshare", "-m", "--propagation", "private", self, "-inner", string(data))
+		} else {
+			cmd = exec.Command(self, "-inner", string(data))
+		}
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			r.Notes[kind+"/"+rt] = "failed"
+			logf("%s %s: %v", rt, kind, err)
+			continue
+		}
+		var samples []int64
+		if err := json.Unmarshal(out, &samples); err != nil || len(samples) == 0 {
+			r.Notes[kind+"/"+rt] = "failed"
+			continue
+		}
+		r.Samples[kind+"/"+rt] = samples
+	}
+}
+
+func extractBusybox(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp("", "bb-rootfs-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := testimage.BusyboxTar(f); err != nil {
+		return err
+	}
+	f.Close()
+	_, err = run(context.Background(), "tar", "-xf", f.Name(), "-C", dir, "--no-same-owner")
+	return err
+}
+
+// writeRuntimeSpec writes the runtime's own default spec (rootless when not
+// root), running `true` (exit) or the executor (ready).
+func writeRuntimeSpec(rt, bundle, rootfsDir, executor, sockDir, kind string) error {
+	args := []string{"spec", "--bundle", bundle}
+	if os.Geteuid() != 0 {
+		args = append(args, "--rootless")
+	}
+	if _, err := run(context.Background(), rt, args...); err != nil {
+		return err
+	}
+	path := filepath.Join(bundle, "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return err
+	}
+	spec["root"] = map[string]any{"path": rootfsDir, "readonly": false}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"] = false
+	proc["args"] = []string{"true"}
+	if kind == "ready" {
+		proc["args"] = []string{sandbox.ExecutorPath, "--socket", sandbox.SocketDir + "/api.sock"}
+		mounts := spec["mounts"].([]any)
+		mounts = append(mounts,
+			map[string]any{"destination": sandbox.ExecutorPath, "type": "bind", "source": executor, "options": []string{"bind", "ro"}},
+			map[string]any{"destination": sandbox.SocketDir, "type": "bind", "source": sockDir, "options": []string{"bind", "rw"}})
+		spec["mounts"] = mounts
+	}
+	out, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+// innerLoop runs one job and prints its samples (nanoseconds) as JSON.
+func innerLoop(spec string, _ []string) {
+	var j job
+	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+		fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		_ = exec.Command("mount", "-t", "tmpfs", "tmpfs", "/sys/fs/cgroup/unified").Run()
+	}
+	devnull, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	var samples []int64
+	for i := range j.N {
+		id := fmt.Sprintf("bench-%d-%d", os.Getpid(), i)
+		base := []string{"--root", j.State}
+		t0 := time.Now()
+		var err error
+		if j.Kind == "exit" {
+			cmd := exec.Command(j.Runtime, append(base, "run", "--bundle", j.Bundle, id)...)
+			cmd.Stdout, cmd.Stderr = devnull, devnull
+			err = cmd.Run()
+		} else {
+			os.Remove(j.Socket)
+			cmd := exec.Command(j.Runtime, append(base, "run", "--detach", "--bundle", j.Bundle, id)...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+			if err = cmd.Run(); err == nil {
+				err = pollAlive(j.Socket, 10*time.Second)
+			}
+		}
+		d := time.Since(t0)
+		if j.Kind == "ready" {
+			kill := exec.Command(j.Runtime, append(base, "delete", "--force", id)...)
+			kill.Stdout, kill.Stderr = devnull, devnull
+			_ = kill.Run()
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s %s: %v\n", j.Runtime, j.Kind, err)
+			break
+		}
+		samples = append(samples, int64(d))
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(samples)
+}
+
+func pollAlive(socket string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := alive(socket)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}

@@ -1,0 +1,561 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/oci"
+	"github.com/bothy-sandbox/bothy/rootfs"
+)
+
+// DefaultImage is the name the embedded default image is imported under.
+const DefaultImage = "bothy-default:latest"
+
+// Options configure a Manager.
+type Options struct {
+	Paths Paths
+	// Executor is the host path of the bothy-executor binary. Default:
+	// $BOTHY_EXECUTOR, else bothy-executor beside the running binary.
+	Executor string
+	// Init is the binary re-executed as launcher and container init; it must
+	// call launch.Reexec first thing. Default: $BOTHY_INIT, else bothy-init
+	// beside the running binary, else the running binary itself.
+	Init string
+	// DefaultArchive is the OCI archive of the embedded default image.
+	// Default: $BOTHY_DEFAULT_IMAGE, else default-image.oci.tar beside the
+	// running binary or in ../share/bothy.
+	DefaultArchive string
+	// Progress receives pull and import progress; nil discards it.
+	Progress io.Writer
+}
+
+// Manager creates and finds sandboxes. It holds no state of its own beyond
+// open handles: everything is on disk.
+type Manager struct {
+	opts     Options
+	paths    Paths
+	rootless bool
+	store    *oci.Store
+	layers   *rootfs.Cache
+}
+
+// Open prepares the directories and returns a Manager.
+func Open(opts Options) (*Manager, error) {
+	if opts.Paths == (Paths{}) {
+		p, err := DefaultPaths()
+		if err != nil {
+			return nil, err
+		}
+		opts.Paths = p
+	}
+	if err := opts.Paths.ensure(); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own binary: %w", err)
+	}
+	selfDir := filepath.Dir(self)
+	if opts.Executor == "" {
+		opts.Executor = firstExisting(os.Getenv("BOTHY_EXECUTOR"), filepath.Join(selfDir, "bothy-executor"))
+	}
+	if opts.Init == "" {
+		opts.Init = firstExisting(os.Getenv("BOTHY_INIT"), filepath.Join(selfDir, "bothy-init"), self)
+	}
+	if opts.DefaultArchive == "" {
+		opts.DefaultArchive = firstExisting(os.Getenv("BOTHY_DEFAULT_IMAGE"),
+			filepath.Join(selfDir, "default-image.oci.tar"),
+			filepath.Join(selfDir, "..", "share", "bothy", "default-image.oci.tar"))
+	}
+	store, err := oci.Open(opts.Paths.Images())
+	if err != nil {
+		return nil, err
+	}
+	rootless := os.Geteuid() != 0
+	cache, err := rootfs.OpenCache(opts.Paths.Layers(), rootfs.UnpackOptions{Rootless: rootless})
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{opts: opts, paths: opts.Paths, rootless: rootless, store: store, layers: cache}, nil
+}
+
+func firstExisting(paths ...string) string {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// Store is the image store the manager resolves images in.
+func (m *Manager) Store() *oci.Store { return m.store }
+
+// Paths are the manager's directories.
+func (m *Manager) Paths() Paths { return m.paths }
+
+// CreateOptions describe a new sandbox.
+type CreateOptions struct {
+	Name  string
+	Image string // empty: the embedded default image
+	// Env and Workdir apply to the executor and every command it runs.
+	Env     []string
+	Workdir string
+	Network string // NetworkNone (default) or NetworkHost
+	// APIKey, when set, is required by the executor on every route but /alive.
+	APIKey string
+	// Cmd, when set, is started by the executor at boot; its output goes to
+	// the sandbox's log.
+	Cmd        []string
+	AutoRemove bool
+	Labels     map[string]string
+	// ReadyTimeout bounds the wait for the executor (default 30 s).
+	ReadyTimeout time.Duration
+}
+
+// Create starts a sandbox and returns once its executor answers.
+func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
+	if opts.Network == "" {
+		opts.Network = NetworkNone
+	}
+	if opts.Name != "" {
+		if err := validateName(opts.Name); err != nil {
+			return nil, err
+		}
+	}
+	if m.opts.Executor == "" {
+		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
+	}
+	img, err := m.image(ctx, opts.Image)
+	if err != nil {
+		return nil, err
+	}
+	lowers, err := m.prepareLayers(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+
+	id := newID()
+	if opts.Name != "" {
+		if err := m.paths.reserveName(opts.Name, id); err != nil {
+			return nil, err
+		}
+	}
+	dir := m.paths.dir(id)
+	upperRoot := m.paths.upperRoot(id)
+	defer func() {
+		if err != nil {
+			_ = m.cleanup(id, opts.Name)
+		}
+	}()
+	for _, d := range []string{dir, filepath.Join(dir, socketDir), filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
+		filepath.Join(upperRoot, "work")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
+	// The upper directory's mode is the mode of / in the sandbox.
+	if err := os.Mkdir(filepath.Join(upperRoot, "upper"), 0o755); err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	imageName := opts.Image
+	if imageName == "" {
+		imageName = DefaultImage
+	}
+	sb = &Sandbox{
+		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
+		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.rootless,
+		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
+	}
+	if err := writeState(dir, sb); err != nil {
+		return nil, err
+	}
+
+	hostname := opts.Name
+	if hostname == "" || len(hostname) > 63 {
+		hostname = id[:12]
+	}
+	if err := writeEtc(filepath.Join(dir, "etc"), hostname, opts.Network); err != nil {
+		return nil, err
+	}
+	workdir := opts.Workdir
+	if workdir == "" {
+		workdir = img.Config.Config.WorkingDir
+	}
+	args := []string{ExecutorPath, "--socket", SocketDir + "/" + socketName, "--ready-fd", "3"}
+	if len(opts.Cmd) > 0 {
+		args = append(append(args, "--main-log", SocketDir+"/main.log", "--"), opts.Cmd...)
+	}
+	env := append(append([]string{}, img.Config.Config.Env...), opts.Env...)
+	if opts.APIKey != "" {
+		env = append(env, "BOTHY_API_KEY="+opts.APIKey)
+	}
+	spec, err := buildSpec(specInput{
+		ID: id, Hostname: hostname, Rootfs: filepath.Join(dir, "rootfs"), Rootless: m.rootless,
+		Network: opts.Network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
+		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, "config.json"), spec); err != nil {
+		return nil, err
+	}
+	overlay, err := rootfs.OverlayOptions(lowers, filepath.Join(upperRoot, "upper"), filepath.Join(upperRoot, "work"), m.rootless)
+	if err != nil {
+		return nil, err
+	}
+	req := launch.Request{
+		ID: id, Bundle: dir, Overlay: overlay, StateRoot: filepath.Join(dir, "libcontainer"),
+		Log: filepath.Join(dir, "executor.log"), Rootless: m.rootless, ReadyTimeout: opts.ReadyTimeout,
+	}
+	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
+		return nil, err
+	}
+	pid, err := m.runLauncher(ctx, sb, dir)
+	if err != nil {
+		return nil, err
+	}
+	start, _, err := procStart(pid)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s exited at once; see %s", id[:12], req.Log)
+	}
+	sb.Pid, sb.PidStart = pid, start
+	sb.LauncherPid, sb.LauncherStart = 0, 0
+	if err := writeState(dir, sb); err != nil {
+		return nil, err
+	}
+	return m.paths.readState(id)
+}
+
+// runLauncher starts the launcher in fresh namespaces and returns the
+// sandbox's PID 1 as the launcher reports it.
+func (m *Manager) runLauncher(ctx context.Context, sb *Sandbox, dir string) (int, error) {
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer reportR.Close()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, m.opts.Init, launch.Arg, filepath.Join(dir, "launch.json"))
+	cmd.ExtraFiles = []*os.File{reportW}
+	cmd.Stderr = &stderr
+	cmd.Env = launcherEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	if m.rootless {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	if err := cmd.Start(); err != nil {
+		reportW.Close()
+		return 0, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
+	}
+	reportW.Close()
+	if start, _, err := procStart(cmd.Process.Pid); err == nil {
+		sb.LauncherPid, sb.LauncherStart = cmd.Process.Pid, start
+		_ = writeState(dir, sb)
+	}
+	var res launch.Result
+	decodeErr := json.NewDecoder(reportR).Decode(&res)
+	waitErr := cmd.Wait()
+	switch {
+	case decodeErr == nil && res.Error != "":
+		return 0, fmt.Errorf("start sandbox: %s", res.Error)
+	case decodeErr == nil && res.Pid > 0:
+		return res.Pid, nil
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("start sandbox: %w", ctx.Err())
+	default:
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" && waitErr != nil {
+			msg = waitErr.Error()
+		}
+		return 0, fmt.Errorf("start sandbox: launcher failed: %s", msg)
+	}
+}
+
+// launcherEnv passes the environment through, minus anything that would steer
+// libcontainer's init in the wrong process.
+func launcherEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "_LIBCONTAINER_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// image resolves ref, importing the embedded default image on first use.
+func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
+	if ref != "" {
+		img, err := m.store.Resolve(ctx, ref)
+		if err != nil {
+			if errors.Is(err, oci.ErrNotFound) {
+				return nil, fmt.Errorf("image %s not found: pull it first with `bothy pull %s`: %w", ref, ref, err)
+			}
+			return nil, err
+		}
+		return img, nil
+	}
+	img, err := m.store.Resolve(ctx, DefaultImage)
+	if err == nil {
+		return img, nil
+	}
+	if !errors.Is(err, oci.ErrNotFound) {
+		return nil, err
+	}
+	if m.opts.DefaultArchive == "" {
+		return nil, errors.New("the default image archive (default-image.oci.tar) is not installed beside bothy: run `make build` or set BOTHY_DEFAULT_IMAGE, or name an image")
+	}
+	img, err = m.store.ImportArchive(ctx, m.opts.DefaultArchive, DefaultImage)
+	if err != nil {
+		return nil, fmt.Errorf("import default image from %s: %w", m.opts.DefaultArchive, err)
+	}
+	return img, nil
+}
+
+// prepareLayers extracts each layer once and returns the lower directories,
+// top-most first.
+func (m *Manager) prepareLayers(ctx context.Context, img *oci.Image) ([]string, error) {
+	lowers := make([]string, len(img.Layers))
+	for i, l := range img.Layers {
+		blob := l.Digest
+		dir, err := m.layers.Get(ctx, l.DiffID, func() (io.ReadCloser, error) { return m.store.OpenBlob(blob) })
+		if err != nil {
+			return nil, fmt.Errorf("prepare layer %s: %w", l.Digest, err)
+		}
+		lowers[len(img.Layers)-1-i] = dir
+	}
+	if len(lowers) == 0 {
+		return nil, errors.New("image has no layers")
+	}
+	return lowers, nil
+}
+
+// Get finds a sandbox by name, ID or unique ID prefix.
+func (m *Manager) Get(ctx context.Context, ref string) (*Sandbox, error) {
+	id, err := m.paths.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	return m.paths.readState(id)
+}
+
+// List returns every sandbox, newest first.
+func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
+	ids, err := m.paths.ids()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Sandbox
+	for _, id := range ids {
+		sb, err := m.paths.readState(id)
+		if err != nil {
+			continue // removed meanwhile, or not yet written
+		}
+		out = append(out, sb)
+	}
+	sortNewestFirst(out)
+	return out, nil
+}
+
+// Stop sends SIGTERM to the sandbox's PID 1 (the executor forwards it to its
+// children), and SIGKILL after grace.
+func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) error {
+	id, err := m.paths.resolve(ref)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.paths.lock(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	sb, err := m.paths.readState(id)
+	if err != nil {
+		return err
+	}
+	return stopProcess(sb.Pid, sb.PidStart, grace)
+}
+
+func stopProcess(pid int, start uint64, grace time.Duration) error {
+	if !alive(pid, start) {
+		reapIfChild(pid)
+		return nil
+	}
+	if grace > 0 {
+		if err := signalProcess(pid, start, unix.SIGTERM); err != nil {
+			return err
+		}
+		if waitGone(pid, start, grace) {
+			return nil
+		}
+	}
+	if err := signalProcess(pid, start, unix.SIGKILL); err != nil {
+		return err
+	}
+	if !waitGone(pid, start, 10*time.Second) {
+		return fmt.Errorf("process %d survived SIGKILL", pid)
+	}
+	return nil
+}
+
+// Remove deletes a stopped sandbox: cgroups, state, overlay directories,
+// name. With force, a running (or half-created) sandbox is killed first.
+func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
+	id, err := m.paths.resolve(ref)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.paths.lock(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	sb, err := m.paths.readState(id)
+	if err != nil {
+		return err
+	}
+	switch sb.Status {
+	case StatusRunning, StatusCreating:
+		if !force {
+			return fmt.Errorf("%w: %s; stop it first or use --force", ErrRunning, sb.ShortID())
+		}
+		if err := stopProcess(sb.LauncherPid, sb.LauncherStart, 0); err != nil {
+			return err
+		}
+		if err := stopProcess(sb.Pid, sb.PidStart, 0); err != nil {
+			return err
+		}
+	}
+	return m.cleanup(id, sb.Name)
+}
+
+// cleanup removes what a sandbox left: its cgroup, its directories, its name.
+// Each step runs even when an earlier one failed.
+func (m *Manager) cleanup(id, name string) error {
+	dir := m.paths.dir(id)
+	var errs []error
+	if !m.rootless {
+		errs = append(errs, destroyCgroups(filepath.Join(dir, "libcontainer"), id))
+	}
+	errs = append(errs, removeTree(m.paths.upperRoot(id)), removeTree(dir))
+	m.paths.releaseName(name, id)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id[:12], err)
+	}
+	return nil
+}
+
+// destroyCgroups removes the sandbox's cgroups through libcontainer, or, if the
+// launcher died before libcontainer recorded its state, directly.
+func destroyCgroups(stateRoot, id string) error {
+	if c, err := libcontainer.Load(stateRoot, id); err == nil {
+		if err := c.Destroy(); err == nil {
+			return nil
+		}
+	}
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		// Only the directory this sandbox's libcontainer created: never
+		// anything else in the hierarchy.
+		path := filepath.Join("/sys/fs/cgroup", e.Name(), "bothy", id)
+		if err := unix.Rmdir(path); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+			return fmt.Errorf("remove cgroup %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Prune removes every sandbox that is not running, including ones whose
+// launcher died mid-create, and returns their IDs.
+func (m *Manager) Prune(ctx context.Context) ([]string, error) {
+	list, err := m.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, sb := range list {
+		if sb.Status != StatusExited {
+			continue
+		}
+		if err := m.Remove(ctx, sb.ID, false); err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		removed = append(removed, sb.ID)
+	}
+	return removed, errors.Join(errs...)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+func writeEtc(dir, hostname, network string) error {
+	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n"
+	resolv := ""
+	if network == NetworkHost {
+		if data, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			resolv = string(data)
+		}
+	}
+	for name, content := range map[string]string{"hosts": hosts, "hostname": hostname + "\n", "resolv.conf": resolv} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write /etc/%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// removeTree removes a directory tree, first making directories writable:
+// overlay work directories and extracted layers may hold mode-000 dirs.
+func removeTree(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func ownedByCaller(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == os.Geteuid()
+}
+
+// procStart returns a process's start time (clock ticks after boot, field 22
+// of /proc/PID/stat) and whether it is a zombie. A pid plus its start time
+// names one process for good: pids are reused, start times are not.
+func procStart(pid int) (start uint64, zombie bool, err error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false, err
+	}
+	// The command name is in parentheses and may contain anything; fields
+	// resume after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 20 {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	state := fields[0]
+	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
+}
+
+// alive reports whether the process named by pid and start time still runs.
+// A zombie is dead: some hosts' init never reaps re-parented processes.
+func alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	got, zombie, err := procStart(pid)
+	return err == nil && got == start && !zombie
+}
+
+// signalProcess sends sig to the process named by pid and start time, through
+// a pidfd so that a recycled pid can never be hit.
+func signalProcess(pid int, start uint64, sig unix.Signal) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("open pidfd %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	if !alive(pid, start) {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signal %d: %w", pid, err)
+	}
+	return nil
+}
+
+// waitGone polls until the process is dead or the timeout passes.
+func waitGone(pid int, start uint64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for delay := 200 * time.Microsecond; ; delay = min(delay*2, 20*time.Millisecond) {
+		if !alive(pid, start) {
+			reapIfChild(pid)
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(delay)
+	}
+}
+
+// reapIfChild collects pid's exit status when it is our child (the CLI is a
+// child subreaper while it waits on a sandbox it started), so no zombie is
+// left behind. It never blocks and never touches other processes.
+func reapIfChild(pid int) {
+	var ws unix.WaitStatus
+	_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+}
+
+// hasCapSysResource reports whether this process may lower OOM scores.
+func hasCapSysResource() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[0].Effective&(1<<unix.CAP_SYS_RESOURCE) != 0
+}

@@ -1,0 +1,376 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// The test binary is the launcher and container init of the sandboxes it
+// starts, as runc's libcontainer/integration tests do.
+func TestMain(m *testing.M) {
+	launch.Reexec()
+	os.Exit(m.Run())
+}
+
+var (
+	fixtureOnce sync.Once
+	fixtureDir  string
+	fixtureErr  error
+)
+
+// fixtures builds, once per test process, the busybox OCI archive (from
+// Debian's busybox-static) and finds or builds the executor.
+func fixtures(t *testing.T) (busybox, executor string) {
+	t.Helper()
+	fixtureOnce.Do(func() {
+		fixtureDir, fixtureErr = os.MkdirTemp("", "bothy-fixtures-")
+		if fixtureErr != nil {
+			return
+		}
+		fixtureErr = testimage.BusyboxArchive(filepath.Join(fixtureDir, "busybox.oci.tar"), "busybox:latest")
+		if fixtureErr != nil || os.Getenv("BOTHY_EXECUTOR") != "" {
+			return
+		}
+		// Outside `make test`: build the executor the way the Makefile does.
+		build := exec.Command("go", "build", "-o", filepath.Join(fixtureDir, "bothy-executor"), "../cmd/bothy-executor")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // it runs in images without a libc
+		out, err := build.CombinedOutput()
+		if err != nil {
+			fixtureErr = fmt.Errorf("build executor (or set BOTHY_EXECUTOR): %v: %s", err, out)
+		}
+	})
+	if fixtureErr != nil {
+		if strings.Contains(fixtureErr.Error(), "busybox-static") {
+			t.Skipf("requires busybox-static (make setup): %v", fixtureErr)
+		}
+		t.Fatal(fixtureErr)
+	}
+	executor = os.Getenv("BOTHY_EXECUTOR")
+	if executor == "" {
+		executor = filepath.Join(fixtureDir, "bothy-executor")
+	}
+	return filepath.Join(fixtureDir, "busybox.oci.tar"), executor
+}
+
+// newManager returns a manager over fresh directories with busybox imported.
+func newManager(t *testing.T) *sandbox.Manager {
+	t.Helper()
+	archive, executor := fixtures(t)
+	// Short: the executor socket path must fit in sun_path.
+	root, err := os.MkdirTemp("", "bt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: executor, Init: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		list, _ := m.List(ctx)
+		for _, sb := range list {
+			_ = m.Remove(ctx, sb.ID, true)
+		}
+		_ = exec.Command("chmod", "-R", "u+rwX", root).Run()
+		_ = os.RemoveAll(root)
+	})
+	if _, err := m.Store().ImportArchive(context.Background(), archive, "busybox:latest"); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func run(t *testing.T, sb *sandbox.Sandbox, cmd string) string {
+	t.Helper()
+	res, err := client.New(sb.Socket).Run(context.Background(), api.RunRequest{Cmd: cmd, Wait: true, Timeout: 30})
+	if err != nil {
+		t.Fatalf("run %q: %v", cmd, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("run %q: exit %d: %s%s", cmd, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return strings.TrimSpace(res.Stdout)
+}
+
+func TestSandboxLifecycle(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Name: "life", Image: "busybox", Env: []string{"FOO=bar"}, Workdir: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Status != sandbox.StatusRunning {
+		t.Fatalf("status %s, want running", sb.Status)
+	}
+	if got := run(t, sb, "id -u"); got != "0" {
+		t.Errorf("uid in sandbox = %s, want 0", got)
+	}
+	if got := run(t, sb, "cat /proc/1/cmdline | tr '\\0' ' '"); !strings.HasPrefix(got, sandbox.ExecutorPath) {
+		t.Errorf("PID 1 is %q, want the executor", got)
+	}
+	if got := run(t, sb, "echo $FOO; pwd; hostname"); got != "bar\n/tmp\nlife" {
+		t.Errorf("env, cwd, hostname = %q", got)
+	}
+	// --network none: loopback only, and up.
+	if got := run(t, sb, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"); got != "lo" {
+		t.Errorf("interfaces = %q, want lo only", got)
+	}
+	if got := run(t, sb, "ip -o link show lo"); !strings.Contains(got, "UP") && !strings.Contains(got, "LOWER_UP") {
+		t.Errorf("lo is not up: %s", got)
+	}
+	// runc's default hardening: masked paths, no_new_privs.
+	if got := run(t, sb, "grep NoNewPrivs /proc/self/status | tr -d ' \\t'"); got != "NoNewPrivs:1" {
+		t.Errorf("no_new_privs: %q", got)
+	}
+	// Masked: /dev/null is mounted over /proc/timer_list (which the host has).
+	if got := run(t, sb, "stat -c %t,%T /proc/timer_list; wc -c < /proc/timer_list"); got != "1,3\n0" {
+		t.Errorf("/proc/timer_list is not masked: %q", got)
+	}
+	if got := run(t, sb, "echo h 2>/dev/null > /proc/sysrq-trigger && echo writable || echo refused"); got != "refused" {
+		t.Errorf("/proc/sysrq-trigger is %s", got)
+	}
+	// The executor binary is read-only inside.
+	res, err := client.New(sb.Socket).Run(ctx, api.RunRequest{Cmd: "echo x >> " + sandbox.ExecutorPath, Wait: true})
+	if err != nil || res.ExitCode == 0 {
+		t.Errorf("executor binary is writable inside the sandbox: %v %+v", err, res)
+	}
+	st, err := os.Stat(sb.Socket)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("socket %s: %v mode %v, want 0600", sb.Socket, err, st.Mode())
+	}
+
+	got, err := m.Get(ctx, "life")
+	if err != nil || got.ID != sb.ID {
+		t.Fatalf("Get by name: %v %v", got, err)
+	}
+	if err := m.Remove(ctx, sb.ID, false); !errors.Is(err, sandbox.ErrRunning) {
+		t.Errorf("Remove of a running sandbox without force: %v, want ErrRunning", err)
+	}
+	if err := m.Stop(ctx, "life", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Get(ctx, sb.ID); got.Status != sandbox.StatusExited {
+		t.Errorf("after stop: %s", got.Status)
+	}
+	if err := m.Remove(ctx, sb.ShortID(), false); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, m, sb)
+	// The name is free again.
+	sb2, err := m.Create(ctx, sandbox.CreateOptions{Name: "life", Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, sandbox.CreateOptions{Name: "life", Image: "busybox"}); !errors.Is(err, sandbox.ErrNameInUse) {
+		t.Errorf("second sandbox with the same name: %v, want ErrNameInUse", err)
+	}
+	if err := m.Remove(ctx, sb2.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, m, sb2)
+}
+
+// assertGone checks that nothing of the sandbox is left on the host.
+func assertGone(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox) {
+	t.Helper()
+	for _, p := range []string{sb.Dir, filepath.Dir(sb.UpperDir)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s still exists after removal (%v)", p, err)
+		}
+	}
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(data), sb.ID) {
+		t.Errorf("a mount of sandbox %s is visible on the host", sb.ID)
+	}
+	if _, err := os.Stat("/proc/" + fmt.Sprint(sb.Pid)); err == nil {
+		if data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sb.Pid)); !strings.Contains(string(data), ") Z") {
+			if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", sb.Pid)); strings.Contains(string(cmdline), "bothy-executor") {
+				t.Errorf("sandbox PID 1 (%d) still runs", sb.Pid)
+			}
+		}
+	}
+	if os.Geteuid() == 0 {
+		for _, ctrl := range []string{"memory", "pids", "cpu"} {
+			if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", ctrl, "bothy", sb.ID)); err == nil {
+				t.Errorf("cgroup %s/bothy/%s left behind", ctrl, sb.ID)
+			}
+		}
+	}
+}
+
+func TestSecondSandboxSharesLayers(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	a, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := dirSize(t, m.Paths().Layers())
+	b, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := dirSize(t, m.Paths().Layers()); after != layers {
+		t.Errorf("layer cache grew from %d to %d bytes for a second sandbox", layers, after)
+	}
+	if n := dirSize(t, b.UpperDir); n > 64<<10 {
+		t.Errorf("second sandbox's upper dir holds %d bytes: layer data was copied", n)
+	}
+	run(t, a, "echo only-a > /etc/marker && rm /bin/vi")
+	if got := run(t, b, "cat /etc/marker 2>/dev/null || echo absent; test -e /bin/vi && echo vi"); got != "absent\nvi" {
+		t.Errorf("sandboxes share writes: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(a.UpperDir, "etc", "marker")); err != nil {
+		t.Errorf("write not in a's upper dir: %v", err)
+	}
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+func TestNetworkHost(t *testing.T) {
+	m := newManager(t)
+	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Network: sandbox.NetworkHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.ReadFile("/proc/net/dev")
+	want := strings.Count(string(host), "\n") - 2
+	got := run(t, sb, "tail -n +3 /proc/net/dev | wc -l")
+	if got != fmt.Sprint(want) {
+		t.Errorf("sandbox sees %s interfaces, host has %d", got, want)
+	}
+}
+
+func TestConcurrentSandboxes(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	ids := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", Name: fmt.Sprintf("c%d", i)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids <- sb.ID
+			res, err := client.New(sb.Socket).Run(ctx, api.RunRequest{Cmd: fmt.Sprintf("echo %d > /f; cat /f; ls / | wc -l", i), Wait: true})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !strings.HasPrefix(res.Stdout, fmt.Sprintf("%d\n", i)) {
+				errs <- fmt.Errorf("sandbox %d read %q: overlays shared", i, res.Stdout)
+			}
+			if i%2 == 0 {
+				errs <- m.Remove(ctx, sb.ID, true)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(ids)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	list, err := m.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != n/2 {
+		t.Errorf("%d sandboxes listed, want %d", len(list), n/2)
+	}
+	removed, err := m.Prune(ctx)
+	if err != nil || len(removed) != 0 {
+		t.Errorf("prune removed running sandboxes: %v %v", removed, err)
+	}
+	for _, sb := range list {
+		if err := m.Stop(ctx, sb.ID, time.Second); err != nil {
+			t.Error(err)
+		}
+	}
+	removed, err = m.Prune(ctx)
+	if err != nil || len(removed) != n/2 {
+		t.Errorf("prune removed %d (%v), want %d", len(removed), err, n/2)
+	}
+	if list, _ := m.List(ctx); len(list) != 0 {
+		t.Errorf("%d sandboxes left after prune", len(list))
+	}
+}
+
+// A launcher that dies mid-create leaves a record that rm -f and prune clean.
+func TestLauncherKilledMidCreate(t *testing.T) {
+	m := newManager(t)
+	hang := filepath.Join(t.TempDir(), "hang")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, executor := fixtures(t)
+	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: executor, Init: hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := hm.Create(ctx, sandbox.CreateOptions{Image: "busybox", Name: "half"}); err == nil {
+		t.Fatal("Create with a hanging launcher succeeded")
+	}
+	// Create cleaned up after itself.
+	if list, _ := m.List(context.Background()); len(list) != 0 {
+		t.Errorf("failed create left %d sandboxes", len(list))
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		opts sandbox.CreateOptions
+		want string
+	}{
+		{sandbox.CreateOptions{Image: "nosuch:image"}, "not found"},
+		{sandbox.CreateOptions{Image: "busybox", Name: "bad name/.."}, "invalid sandbox name"},
+		{sandbox.CreateOptions{Image: "busybox", Network: "bridge"}, "unknown network mode"},
+		{sandbox.CreateOptions{Image: "busybox", Workdir: "relative"}, "must be absolute"},
+	} {
+		_, err := m.Create(ctx, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Create(%+v) = %v, want an error containing %q", tc.opts, err, tc.want)
+		}
+	}
+	if list, _ := m.List(ctx); len(list) != 0 {
+		t.Errorf("failed creates left %d sandboxes", len(list))
+	}
+	if _, err := m.Get(ctx, "nosuch"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Get(nosuch) = %v", err)
+	}
+}

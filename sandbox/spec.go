@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	"github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Paths inside every sandbox.
+const (
+	// ExecutorPath is where the executor binary is bind-mounted, read-only.
+	ExecutorPath = "/.bothy/bin/bothy-executor"
+	// SocketDir is where the directory holding the API socket is mounted.
+	SocketDir = "/.bothy/run"
+)
+
+// Network modes.
+const (
+	NetworkNone = "none" // a network namespace with loopback only, up
+	NetworkHost = "host" // the host's network namespace
+)
+
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// specInput is what a bundle is generated from.
+type specInput struct {
+	ID, Hostname string
+	Rootfs       string
+	Rootless     bool
+	Network      string
+	Env          []string // image env, then the user's
+	Workdir      string
+	Executor     string // host path of the executor binary
+	SocketDir    string // host directory for the socket
+	EtcDir       string // host directory holding hosts, hostname, resolv.conf
+	Args         []string
+}
+
+// buildSpec returns the runtime spec of a sandbox: runc's defaults (masked
+// and read-only paths, the default capability set, no_new_privs), adjusted
+// for rootless operation and the executor's mounts.
+func buildSpec(in specInput) (*specs.Spec, error) {
+	switch in.Network {
+	case NetworkNone, NetworkHost:
+	default:
+		return nil, fmt.Errorf("unknown network mode %q: use %q or %q", in.Network, NetworkNone, NetworkHost)
+	}
+	spec := specconv.Example()
+	spec.Root = &specs.Root{Path: in.Rootfs}
+	spec.Hostname = in.Hostname
+	spec.Process.Terminal = false
+	spec.Process.Args = in.Args
+	spec.Process.Env = mergeEnv(append([]string{defaultPath, "HOSTNAME=" + in.Hostname, "HOME=/root"}, in.Env...))
+	spec.Process.Cwd = in.Workdir
+	if spec.Process.Cwd == "" {
+		spec.Process.Cwd = "/"
+	}
+	if !filepath.IsAbs(spec.Process.Cwd) {
+		return nil, fmt.Errorf("working directory %q must be absolute", in.Workdir)
+	}
+	spec.Process.NoNewPrivileges = true
+	// The executor answers; it must not die first when memory runs out.
+	// Lowering the score needs CAP_SYS_RESOURCE, which rootless callers (and
+	// root on some hosts) lack.
+	if hasCapSysResource() {
+		adj := -999
+		spec.Process.OOMScoreAdj = &adj
+	}
+
+	if in.Rootless {
+		specconv.ToRootless(spec)
+		// The launcher is already in a user namespace (the caller mapped to
+		// root) where it mounted the overlay; the sandbox shares it.
+		spec.Linux.Namespaces = slices.DeleteFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool {
+			return ns.Type == specs.UserNamespace
+		})
+		spec.Linux.UIDMappings, spec.Linux.GIDMappings = nil, nil
+	} else {
+		spec.Linux.CgroupsPath = "/bothy/" + in.ID
+	}
+	if in.Network == NetworkNone {
+		if !slices.ContainsFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool { return ns.Type == specs.NetworkNamespace }) {
+			spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+		}
+		if in.Rootless {
+			// The sandbox owns its network namespace: sysfs can be mounted.
+			restoreSysfs(spec)
+		}
+	} else {
+		spec.Linux.Namespaces = slices.DeleteFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool {
+			return ns.Type == specs.NetworkNamespace
+		})
+	}
+
+	spec.Mounts = append(spec.Mounts,
+		specs.Mount{Destination: ExecutorPath, Type: "bind", Source: in.Executor, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		specs.Mount{Destination: SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		specs.Mount{Destination: "/etc/hosts", Type: "bind", Source: filepath.Join(in.EtcDir, "hosts"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		specs.Mount{Destination: "/etc/hostname", Type: "bind", Source: filepath.Join(in.EtcDir, "hostname"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: filepath.Join(in.EtcDir, "resolv.conf"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+	)
+	return spec, nil
+}
+
+func restoreSysfs(spec *specs.Spec) {
+	for i, m := range spec.Mounts {
+		if m.Destination == "/sys" {
+			spec.Mounts[i] = specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}}
+		}
+	}
+}
+
+// mergeEnv keeps the last value of each variable, in first-seen order.
+func mergeEnv(env []string) []string {
+	index := map[string]int{}
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := index[k]; ok {
+			out[i] = kv
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# run-tests.sh DIR USER [VAR=VALUE...]: run every compiled test binary in DIR
+# (built by `make test-bins`), each in its package directory, as USER (empty:
+# the caller). Prints one line per package and a closing count.
+set -uo pipefail
+dir=$1 user=$2
+shift 2
+top=$(cd "$(dirname "$0")/.." && pwd)
+logs=$(mktemp -d /tmp/bothy-tests.XXXXXX)
+chmod 755 "$logs"
+pass=0 fail=0 skip=0 failed_pkgs=()
+who=${user:-$(id -un)}
+echo "== tests as $who ($(id -u "$who" 2>/dev/null || id -u))"
+for bin in "$dir"/*.test; do
+	name=$(basename "$bin" .test)
+	pkgdir=$top/${name//_//}
+	[ -d "$pkgdir" ] || pkgdir=$top
+	log=$logs/$name.log
+	start=$(date +%s%N)
+	if [ -n "$user" ]; then
+		home=$(getent passwd "$user" | cut -d: -f6)
+		(cd "$pkgdir" && setpriv --reuid="$user" --regid="$user" --init-groups \
+			env -i PATH="$PATH" HOME="$home" USER="$user" TMPDIR=/tmp "$@" \
+			"$bin" -test.v -test.timeout 15m) >"$log" 2>&1
+	else
+		(cd "$pkgdir" && env "$@" "$bin" -test.v -test.timeout 15m) >"$log" 2>&1
+	fi
+	rc=$?
+	ms=$((($(date +%s%N) - start) / 1000000)); secs=$((ms / 1000)).$((ms % 1000 / 100))
+	p=$(grep -c -- '^\s*--- PASS' "$log"); f=$(grep -c -- '^\s*--- FAIL' "$log"); s=$(grep -c -- '^\s*--- SKIP' "$log")
+	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+	if [ $rc -ne 0 ]; then
+		[ "$f" -eq 0 ] && fail=$((fail + 1))
+		failed_pkgs+=("$name")
+		echo "FAIL  $name (${secs}s)"
+		grep -v -- '^=== \|^\s*--- PASS\|^PASS$' "$log" | tail -60
+	else
+		echo "ok    $name (${secs}s, $p passed, $s skipped)"
+	fi
+	grep -A1 -- '^\s*--- SKIP' "$log" | grep -v -- '^--$' | sed 's/^/      /'
+done
+echo "$pass passed, $fail failed, $skip skipped"
+[ ${#failed_pkgs[@]} -eq 0 ]
