@@ -1,0 +1,340 @@
+package oci
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/docker"
+	dockerarchive "go.podman.io/image/v5/docker/archive"
+	ociarchive "go.podman.io/image/v5/oci/archive"
+	"go.podman.io/image/v5/oci/layout"
+	"go.podman.io/image/v5/signature"
+	"go.podman.io/image/v5/types"
+)
+
+// PullOptions configures Pull.
+type PullOptions struct {
+	// AuthFile is a containers-auth.json(5) file; empty means the default
+	// ($XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.json, …).
+	AuthFile string
+	// TLSVerify, if set to false, skips TLS verification and allows plain
+	// HTTP for docker:// registries. Nil means the registries.conf default
+	// (verify).
+	TLSVerify *bool
+	// Progress receives human-readable progress (stderr in the CLI); nil is quiet.
+	Progress io.Writer
+	// Platform picks an image from a multi-platform index: "os/arch" or
+	// "os/arch/variant". Empty means the host's.
+	Platform string
+	// Name, if set, is the name recorded for the image (local rules:
+	// "foo" is "localhost/foo:latest") instead of the one derived from the
+	// reference. Images from oci: and oci-archive: get no name otherwise.
+	Name string
+}
+
+// transports are the containers/image transports bothy uses; importing
+// only these keeps containers-storage and friends out of the binary.
+var transports = map[string]types.ImageTransport{
+	docker.Transport.Name():        docker.Transport,
+	layout.Transport.Name():        layout.Transport,
+	ociarchive.Transport.Name():    ociarchive.Transport,
+	dockerarchive.Transport.Name(): dockerarchive.Transport,
+}
+
+// ParseReference parses an image reference with an optional transport:
+// "docker://…", "oci:/dir[:name]", "oci-archive:/file.tar[:name]",
+// "docker-archive:/file.tar[:name:tag]". Without one it is a registry
+// reference: "busybox" and "localhost:5000/x:1" mean "docker://…".
+func ParseReference(ref string) (types.ImageReference, error) {
+	if ref == "" {
+		return nil, fmt.Errorf("parse image reference: %w: empty", ErrInvalidName)
+	}
+	if i := strings.IndexByte(ref, ':'); i > 0 {
+		if t, ok := transports[ref[:i]]; ok {
+			rest := ref[i+1:]
+			// "docker:latest" is the docker image, not the docker transport.
+			if t != docker.Transport || strings.HasPrefix(rest, "//") {
+				r, err := t.ParseReference(rest)
+				if err != nil {
+					return nil, fmt.Errorf("parse image reference %q: %w", ref, err)
+				}
+				return r, nil
+			}
+		}
+	}
+	if strings.Contains(ref, "://") {
+		return nil, fmt.Errorf("parse image reference %q: %w: unknown transport", ref, ErrInvalidName)
+	}
+	r, err := docker.ParseReference("//" + ref)
+	if err != nil {
+		return nil, fmt.Errorf("parse image reference %q: %w", ref, err)
+	}
+	return r, nil
+}
+
+// Pull copies an image from any transport into the store and records its
+// name: for docker:// the normalized reference ("busybox" →
+// "docker.io/library/busybox:latest"), for docker-archive: the name in the
+// reference if any, else opts.Name. Layers the store already has are not
+// fetched again. A failed pull records nothing and, when no other writer is
+// busy, removes the blobs it added.
+func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image, error) {
+	src, err := ParseReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	var names []string
+	if opts.Name != "" {
+		n, err := NormalizeLocalName(opts.Name)
+		if err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
+		}
+		names = append(names, n)
+	} else if dr := src.DockerReference(); dr != nil {
+		n, err := NormalizeName(dr.String())
+		if err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
+		}
+		names = append(names, n)
+	}
+	sys, err := s.sourceContext(opts.AuthFile, opts.TLSVerify, opts.Platform)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	img, err := s.copyIn(ctx, src, sys, opts.Progress, names)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	return img, nil
+}
+
+// ImportArchive imports the image in an OCI layout directory, an OCI archive
+// or a docker archive (docker save output, optionally compressed), and names
+// it name (local rules; empty leaves it unnamed). The archive must hold
+// exactly one image.
+func (s *Store) ImportArchive(ctx context.Context, path string, name string) (*Image, error) {
+	t, err := archiveTransport(path)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	var src types.ImageReference
+	switch t {
+	case layout.Transport:
+		src, err = layout.NewReference(abs, "")
+	case ociarchive.Transport:
+		src, err = ociarchive.NewReference(abs, "")
+	default:
+		src, err = dockerarchive.NewReference(abs, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	var names []string
+	if name != "" {
+		n, err := NormalizeLocalName(name)
+		if err != nil {
+			return nil, fmt.Errorf("import %s: %w", path, err)
+		}
+		names = append(names, n)
+	}
+	sys, err := s.sourceContext("", nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	img, err := s.copyIn(ctx, src, sys, nil, names)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	return img, nil
+}
+
+// archiveTransport tells an OCI layout directory, an OCI archive and a
+// docker archive apart by their marker files.
+func archiveTransport(path string) (types.ImageTransport, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		if _, err := os.Stat(filepath.Join(path, v1.ImageLayoutFile)); err != nil {
+			return nil, fmt.Errorf("not an OCI layout (no %s): %w", v1.ImageLayoutFile, ErrInvalidName)
+		}
+		return layout.Transport, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := decompress(f)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	tr := tar.NewReader(r)
+	var ociLayout, dockerManifest bool
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read archive: %w", err)
+		}
+		switch strings.TrimPrefix(h.Name, "./") {
+		case v1.ImageLayoutFile:
+			ociLayout = true
+		case "manifest.json":
+			dockerManifest = true
+		}
+	}
+	switch {
+	case ociLayout:
+		return ociarchive.Transport, nil
+	case dockerManifest:
+		return dockerarchive.Transport, nil
+	}
+	return nil, errors.New("neither an OCI archive (no oci-layout) nor a docker archive (no manifest.json)")
+}
+
+// sourceContext builds the SystemContext for reading images.
+func (s *Store) sourceContext(authFile string, tlsVerify *bool, platform string) (*types.SystemContext, error) {
+	sys := &types.SystemContext{
+		AuthFilePath:            authFile,
+		BigFilesTemporaryDir:    s.tmpDir(),
+		BlobInfoCacheDir:        s.cacheDir(),
+		DockerRegistryUserAgent: "bothy",
+	}
+	if tlsVerify != nil {
+		sys.DockerInsecureSkipTLSVerify = types.NewOptionalBool(!*tlsVerify)
+		sys.OCIInsecureSkipTLSVerify = !*tlsVerify
+	}
+	if platform != "" {
+		p, err := parsePlatform(platform)
+		if err != nil {
+			return nil, err
+		}
+		sys.OSChoice, sys.ArchitectureChoice, sys.VariantChoice = p.OS, p.Architecture, p.Variant
+	}
+	return sys, nil
+}
+
+// parsePlatform parses "os/arch[/variant]".
+func parsePlatform(s string) (v1.Platform, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
+		return v1.Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
+	}
+	p := v1.Platform{OS: parts[0], Architecture: parts[1]}
+	if len(parts) == 3 {
+		p.Variant = parts[2]
+	}
+	return p, nil
+}
+
+// policyContext accepts any image: bothy verifies digests, not signatures.
+func policyContext() (*signature.PolicyContext, error) {
+	return signature.NewPolicyContext(&signature.Policy{
+		Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()},
+	})
+}
+
+// copyIn copies src into the store under gc.lock (shared), checks the
+// result and records names. On failure it records nothing and rolls back.
+func (s *Store) copyIn(ctx context.Context, src types.ImageReference, sys *types.SystemContext, progress io.Writer, names []string) (img *Image, err error) {
+	gc, err := lockFile(ctx, s.gcLockPath(), false)
+	if err != nil {
+		return nil, err
+	}
+	dest := &storeDest{s: s}
+	defer func() {
+		gc.Unlock()
+		if err != nil {
+			_, created := dest.result()
+			s.rollback(created)
+		}
+	}()
+	pc, err := policyContext()
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Destroy()
+	_, err = copy.Image(ctx, pc, storeRef{s: s, dest: dest}, src, &copy.Options{
+		RemoveSignatures:      true,
+		ReportWriter:          progress,
+		SourceCtx:             sys,
+		DestinationCtx:        &types.SystemContext{BigFilesTemporaryDir: s.tmpDir(), BlobInfoCacheDir: s.cacheDir()},
+		ForceManifestMIMEType: v1.MediaTypeImageManifest,
+	})
+	if err != nil {
+		return nil, err
+	}
+	md, _ := dest.result()
+	return s.commitImage(ctx, md, names)
+}
+
+// commitImage checks that image md is complete in the store (manifest and
+// config verified, layers present), then records it with names. The caller
+// holds gc.lock shared.
+func (s *Store) commitImage(ctx context.Context, md digest.Digest, names []string) (*Image, error) {
+	if md == "" {
+		return nil, errors.New("no manifest was written")
+	}
+	data, err := s.imageData(md)
+	if err != nil {
+		return nil, err
+	}
+	img, err := buildImage(md, data, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range img.Layers {
+		size := l.Size
+		if size < 0 {
+			size = -1
+		}
+		if _, ok := s.hasBlob(l.Digest, size); !ok {
+			return nil, fmt.Errorf("image %s: layer %s missing after copy: %w", md, l.Digest, ErrNotFound)
+		}
+	}
+	// Make the blobs' directory entries durable before a ref points at them.
+	dirs := map[string]bool{}
+	for _, d := range append([]digest.Digest{md, img.ID}, layerDigests(img)...) {
+		dirs[s.blobDir(d.Algorithm())] = true
+	}
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	err = s.updateRefs(ctx, func(db *refsDB) error {
+		db.add(md, names...)
+		img.Names = append([]string{}, db.Images[md].Names...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+func layerDigests(img *Image) []digest.Digest {
+	out := make([]digest.Digest, len(img.Layers))
+	for i, l := range img.Layers {
+		out[i] = l.Digest
+	}
+	return out
+}

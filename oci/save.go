@@ -1,0 +1,62 @@
+package oci
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/types"
+)
+
+// SaveOptions configures Save.
+type SaveOptions struct {
+	// AuthFile and TLSVerify apply to a docker:// destination, as in PullOptions.
+	AuthFile  string
+	TLSVerify *bool
+	// Progress receives human-readable progress; nil is quiet.
+	Progress io.Writer
+}
+
+// Save copies the image ref resolves to out of the store to dest, which must
+// name its transport: "oci-archive:/x.tar[:name]", "oci:/dir[:name]",
+// "docker-archive:/x.tar[:name:tag]" or "docker://registry/repo:tag" (a
+// push). Blobs are verified as they are read. OCI destinations get the
+// stored manifest unchanged (same digest).
+func (s *Store) Save(ctx context.Context, ref, dest string, opts SaveOptions) error {
+	if i := strings.IndexByte(dest, ':'); i <= 0 || transports[dest[:i]] == nil {
+		return fmt.Errorf("save %s: destination %q has no transport (oci:, oci-archive:, docker-archive:, docker://): %w", ref, dest, ErrInvalidName)
+	}
+	destRef, err := ParseReference(dest)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", ref, err)
+	}
+	gc, err := lockFile(ctx, s.gcLockPath(), false)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", ref, err)
+	}
+	defer gc.Unlock()
+	img, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", ref, err)
+	}
+	destSys, err := s.sourceContext(opts.AuthFile, opts.TLSVerify, "")
+	if err != nil {
+		return fmt.Errorf("save %s: %w", ref, err)
+	}
+	pc, err := policyContext()
+	if err != nil {
+		return fmt.Errorf("save %s: %w", ref, err)
+	}
+	defer pc.Destroy()
+	copyOpts := &copy.Options{
+		ReportWriter:   opts.Progress,
+		SourceCtx:      &types.SystemContext{BigFilesTemporaryDir: s.tmpDir(), BlobInfoCacheDir: s.cacheDir()},
+		DestinationCtx: destSys,
+	}
+	if _, err := copy.Image(ctx, pc, destRef, storeRef{s: s, digest: img.Digest}, copyOpts); err != nil {
+		return fmt.Errorf("save %s to %s: %w", ref, dest, err)
+	}
+	return nil
+}

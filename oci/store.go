@@ -1,0 +1,284 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrNotFound: no image, name or blob matches.
+	ErrNotFound = errors.New("not found")
+	// ErrAmbiguous: an ID prefix matches more than one image.
+	ErrAmbiguous = errors.New("ambiguous")
+	// ErrCorrupt: a blob's content does not match its digest (wrong or
+	// truncated), or the refs database or a manifest is malformed.
+	ErrCorrupt = errors.New("corrupt")
+	// ErrInvalidName: a name is not a valid image reference.
+	ErrInvalidName = errors.New("invalid image name")
+)
+
+// Store is an image store rooted at one directory. Its methods are safe for
+// concurrent use, by any number of goroutines and processes sharing the root.
+type Store struct {
+	root string
+
+	mu    sync.Mutex
+	cache map[digest.Digest]*imageData // verified manifest+config bytes, immutable by construction
+}
+
+// Open opens the store at root, creating its directories if needed.
+func Open(root string) (*Store, error) {
+	if root == "" {
+		return nil, errors.New("open image store: empty root")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("open image store %s: %w", root, err)
+	}
+	s := &Store{root: abs, cache: map[digest.Digest]*imageData{}}
+	for _, d := range []string{s.root, s.blobDir(digest.SHA256), s.tmpDir(), s.cacheDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("open image store %s: %w", root, err)
+		}
+	}
+	return s, nil
+}
+
+// Root returns the store's root directory (absolute).
+func (s *Store) Root() string { return s.root }
+
+func (s *Store) blobDir(a digest.Algorithm) string {
+	return filepath.Join(s.root, "blobs", a.String())
+}
+func (s *Store) tmpDir() string     { return filepath.Join(s.root, "tmp") }
+func (s *Store) cacheDir() string   { return filepath.Join(s.root, "cache") }
+func (s *Store) refsPath() string   { return filepath.Join(s.root, "refs.json") }
+func (s *Store) refsLock() string   { return filepath.Join(s.root, "refs.lock") }
+func (s *Store) gcLockPath() string { return filepath.Join(s.root, "gc.lock") }
+
+// blobPath returns where blob d lives. d must be a valid digest of an
+// available algorithm: the encoded part is then a fixed-length hex string and
+// cannot escape the blob directory.
+func (s *Store) blobPath(d digest.Digest) (string, error) {
+	if err := d.Validate(); err != nil {
+		return "", fmt.Errorf("blob %q: %w", d, err)
+	}
+	return filepath.Join(s.blobDir(d.Algorithm()), d.Encoded()), nil
+}
+
+// OpenBlob opens blob d for reading. The reader verifies the content against
+// d: a Read that reaches the end of a blob whose content is wrong or truncated
+// returns an error wrapping ErrCorrupt that names the blob. Close reads any
+// unread remainder so that the digest is always checked, and reports a
+// mismatch too; a caller that abandons a read early pays for reading the rest
+// of the local file. A missing blob is an error wrapping ErrNotFound.
+func (s *Store) OpenBlob(d digest.Digest) (io.ReadCloser, error) {
+	r, _, err := s.openBlob(d)
+	return r, err
+}
+
+func (s *Store) openBlob(d digest.Digest) (*blobReader, int64, error) {
+	p, err := s.blobPath(d)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, fmt.Errorf("blob %s: %w", d, ErrNotFound)
+		}
+		return nil, 0, fmt.Errorf("open blob %s: %w", d, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("open blob %s: %w", d, err)
+	}
+	return &blobReader{f: f, d: d, v: d.Verifier()}, fi.Size(), nil
+}
+
+// blobReader verifies a blob's digest at EOF.
+type blobReader struct {
+	f      *os.File
+	d      digest.Digest
+	v      digest.Verifier
+	err    error // sticky: the terminal error (io.EOF when verified)
+	closed bool
+}
+
+func (r *blobReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.f.Read(p)
+	r.v.Write(p[:n])
+	if err == io.EOF {
+		if !r.v.Verified() {
+			err = fmt.Errorf("read blob %s: content does not match digest (modified or truncated): %w", r.d, ErrCorrupt)
+		}
+		r.err = err
+	} else if err != nil {
+		err = fmt.Errorf("read blob %s: %w", r.d, err)
+		r.err = err
+	}
+	return n, err
+}
+
+// Close drains and verifies the rest of the blob, then closes the file.
+func (r *blobReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var err error
+	if r.err == nil {
+		_, err = io.Copy(io.Discard, r)
+	} else if r.err != io.EOF {
+		err = r.err
+	}
+	if cerr := r.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close blob %s: %w", r.d, cerr)
+	}
+	return err
+}
+
+// readBlob reads a whole (small) blob, verified. Blobs longer than limit are
+// refused.
+func (s *Store) readBlob(d digest.Digest, limit int64) ([]byte, error) {
+	r, size, err := s.openBlob(d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if size > limit {
+		return nil, fmt.Errorf("read blob %s: %d bytes, more than the %d allowed: %w", d, size, limit, ErrCorrupt)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Close(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// hasBlob reports whether blob d exists, with size when size >= 0.
+func (s *Store) hasBlob(d digest.Digest, size int64) (int64, bool) {
+	p, err := s.blobPath(d)
+	if err != nil {
+		return 0, false
+	}
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || (size >= 0 && fi.Size() != size) {
+		return 0, false
+	}
+	return fi.Size(), true
+}
+
+// writeBlob copies r into the store as one blob. When expected is set, the
+// content must match it (and expectedSize when >= 0); otherwise the sha256 of
+// the content names the blob. created reports whether the blob was new.
+func (s *Store) writeBlob(ctx context.Context, r io.Reader, expected digest.Digest, expectedSize int64) (d digest.Digest, size int64, created bool, err error) {
+	alg := digest.Canonical
+	if expected != "" {
+		if err := expected.Validate(); err != nil {
+			return "", 0, false, fmt.Errorf("write blob %q: %w", expected, err)
+		}
+		alg = expected.Algorithm()
+	}
+	name := expected.String()
+	if name == "" {
+		name = "(new)"
+	}
+	tmp, err := os.CreateTemp(s.tmpDir(), "blob-*")
+	if err != nil {
+		return "", 0, false, fmt.Errorf("write blob %s: %w", name, err)
+	}
+	defer func() {
+		if tmp != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	dg := alg.Digester()
+	size, err = io.Copy(io.MultiWriter(tmp, dg.Hash()), ctxReader{ctx, r})
+	if err != nil {
+		return "", 0, false, fmt.Errorf("write blob %s: %w", name, err)
+	}
+	d = dg.Digest()
+	if expected != "" && d != expected {
+		return "", 0, false, fmt.Errorf("write blob %s: content has digest %s (modified or truncated): %w", expected, d, ErrCorrupt)
+	}
+	if expectedSize >= 0 && size != expectedSize {
+		return "", 0, false, fmt.Errorf("write blob %s: %d bytes, expected %d: %w", d, size, expectedSize, ErrCorrupt)
+	}
+	created, err = s.commitTemp(tmp, d)
+	tmp = nil
+	if err != nil {
+		return "", 0, false, err
+	}
+	return d, size, created, nil
+}
+
+// writeBlobBytes stores b as a blob named by its sha256.
+func (s *Store) writeBlobBytes(ctx context.Context, b []byte) (digest.Digest, bool, error) {
+	d, _, created, err := s.writeBlob(ctx, bytes.NewReader(b), digest.FromBytes(b), int64(len(b)))
+	return d, created, err
+}
+
+// commitTemp syncs, closes and renames a verified temporary file into place
+// as blob d; the temporary file is gone afterwards whatever happens.
+func (s *Store) commitTemp(tmp *os.File, d digest.Digest) (created bool, err error) {
+	defer func() {
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(0o444); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write blob %s: %w", d, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write blob %s: %w", d, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return false, fmt.Errorf("write blob %s: %w", d, err)
+	}
+	p, err := s.blobPath(d)
+	if err != nil {
+		return false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return false, fmt.Errorf("write blob %s: %w", d, err)
+	}
+	_, statErr := os.Lstat(p)
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return false, fmt.Errorf("write blob %s: %w", d, err)
+	}
+	return errors.Is(statErr, fs.ErrNotExist), nil
+}
+
+// ctxReader stops a copy when ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
