@@ -143,11 +143,19 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if m.opts.Executor == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
 	}
-	img, err := m.image(ctx, opts.Image)
+	// Keep a concurrent image prune from deleting blobs between resolving
+	// the image and extracting its layers.
+	release, err := m.store.Hold(ctx)
 	if err != nil {
 		return nil, err
 	}
+	img, err := m.image(ctx, opts.Image)
+	if err != nil {
+		release()
+		return nil, err
+	}
 	lowers, err := m.prepareLayers(ctx, img)
+	release()
 	if err != nil {
 		return nil, err
 	}

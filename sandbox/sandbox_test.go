@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,7 +14,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
-	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -26,57 +25,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var (
-	fixtureOnce sync.Once
-	fixtureDir  string
-	fixtureErr  error
-)
-
-// fixtures builds, once per test process, the busybox OCI archive (from
-// Debian's busybox-static) and finds or builds the executor.
-func fixtures(t *testing.T) (busybox, executor string) {
-	t.Helper()
-	fixtureOnce.Do(func() {
-		fixtureDir, fixtureErr = os.MkdirTemp("", "bothy-fixtures-")
-		if fixtureErr != nil {
-			return
-		}
-		fixtureErr = testimage.BusyboxArchive(filepath.Join(fixtureDir, "busybox.oci.tar"), "busybox:latest")
-		if fixtureErr != nil || os.Getenv("BOTHY_EXECUTOR") != "" {
-			return
-		}
-		// Outside `make test`: build the executor the way the Makefile does.
-		build := exec.Command("go", "build", "-o", filepath.Join(fixtureDir, "bothy-executor"), "../cmd/bothy-executor")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0") // it runs in images without a libc
-		out, err := build.CombinedOutput()
-		if err != nil {
-			fixtureErr = fmt.Errorf("build executor (or set BOTHY_EXECUTOR): %v: %s", err, out)
-		}
-	})
-	if fixtureErr != nil {
-		if strings.Contains(fixtureErr.Error(), "busybox-static") {
-			t.Skipf("requires busybox-static (make setup): %v", fixtureErr)
-		}
-		t.Fatal(fixtureErr)
-	}
-	executor = os.Getenv("BOTHY_EXECUTOR")
-	if executor == "" {
-		executor = filepath.Join(fixtureDir, "bothy-executor")
-	}
-	return filepath.Join(fixtureDir, "busybox.oci.tar"), executor
-}
-
 // newManager returns a manager over fresh directories with busybox imported.
 func newManager(t *testing.T) *sandbox.Manager {
 	t.Helper()
-	archive, executor := fixtures(t)
-	// Short: the executor socket path must fit in sun_path.
-	root, err := os.MkdirTemp("", "bt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.ShortTempDir(t)
 	self, _ := os.Executable()
-	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: executor, Init: self})
+	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: testenv.Executor(t), Init: self})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +40,8 @@ func newManager(t *testing.T) *sandbox.Manager {
 		for _, sb := range list {
 			_ = m.Remove(ctx, sb.ID, true)
 		}
-		_ = exec.Command("chmod", "-R", "u+rwX", root).Run()
-		_ = os.RemoveAll(root)
 	})
-	if _, err := m.Store().ImportArchive(context.Background(), archive, "busybox:latest"); err != nil {
+	if _, err := m.Store().ImportArchive(context.Background(), testenv.BusyboxArchive(t), "busybox:latest"); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -334,8 +286,7 @@ func TestLauncherKilledMidCreate(t *testing.T) {
 	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, executor := fixtures(t)
-	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: executor, Init: hang})
+	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: testenv.Executor(t), Init: hang})
 	if err != nil {
 		t.Fatal(err)
 	}
