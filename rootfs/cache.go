@@ -1,0 +1,311 @@
+package rootfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+)
+
+// ErrDigestMismatch is returned by [Cache.Get] when the uncompressed
+// content of a layer does not hash to its diff ID.
+var ErrDigestMismatch = errors.New("layer digest mismatch")
+
+const (
+	tmpPrefix = "tmp-"
+	locksDir  = "locks"
+)
+
+// errLocked is returned by a non-blocking lock attempt that found the lock
+// held.
+var errLocked = errors.New("locked")
+
+// Cache holds extracted layers on disk, one directory per diff ID at
+// ROOT/<algorithm>/<encoded digest>, ready to be overlay lower directories.
+//
+// Layers are extracted under a per-layer lock file (flock) into
+// ROOT/tmp-<algorithm>-<encoded>-<random>, verified, and renamed into
+// place: no partial directory is ever visible and concurrent Gets of the
+// same layer, from goroutines or processes, extract it once. A Cache is
+// safe for concurrent use.
+type Cache struct {
+	root string
+	opts UnpackOptions
+}
+
+// OpenCache opens (creating it if needed) the layer cache at root, for
+// example $XDG_DATA_HOME/bothy/layers. opts are used for every extraction.
+func OpenCache(root string, opts UnpackOptions) (*Cache, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("open layer cache %s: %w", root, err)
+	}
+	if err := os.MkdirAll(filepath.Join(abs, locksDir), 0o700); err != nil {
+		return nil, fmt.Errorf("open layer cache %s: %w", root, err)
+	}
+	return &Cache{root: abs, opts: opts}, nil
+}
+
+// Root returns the absolute directory of the cache.
+func (c *Cache) Root() string { return c.root }
+
+func (c *Cache) layerDir(d digest.Digest) (string, error) {
+	if err := d.Validate(); err != nil {
+		return "", err
+	}
+	return filepath.Join(c.root, d.Algorithm().String(), d.Encoded()), nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// Get returns the directory of the layer with the given diff ID, extracting
+// it first if it is not in the cache. open returns the layer blob,
+// compressed or not ([Decompress] sniffs it); it is called only when the
+// layer must be extracted. The uncompressed stream must hash to diffID,
+// otherwise Get fails with [ErrDigestMismatch] and leaves nothing behind.
+func (c *Cache) Get(ctx context.Context, diffID digest.Digest, open func() (io.ReadCloser, error)) (string, error) {
+	dir, err := c.layerDir(diffID)
+	if err != nil {
+		return "", fmt.Errorf("unpack layer %q: %w", diffID, err)
+	}
+	if isDir(dir) {
+		return dir, nil
+	}
+	unlock, err := c.lock(ctx, diffID, true)
+	if err != nil {
+		return "", fmt.Errorf("unpack layer %s: %w", diffID, err)
+	}
+	defer unlock()
+	if isDir(dir) {
+		return dir, nil // extracted while we waited
+	}
+	if err := c.extract(ctx, diffID, open, dir); err != nil {
+		return "", fmt.Errorf("unpack layer %s: %w", diffID, err)
+	}
+	return dir, nil
+}
+
+func (c *Cache) tmpDir(d digest.Digest) (string, error) {
+	return os.MkdirTemp(c.root, tmpPrefix+d.Algorithm().String()+"-"+d.Encoded()+"-")
+}
+
+func (c *Cache) extract(ctx context.Context, d digest.Digest, open func() (io.ReadCloser, error), dir string) (err error) {
+	tmp, err := c.tmpDir(d)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if rerr := removeTree(tmp); rerr != nil {
+				err = fmt.Errorf("%w (and cleaning up: %v)", err, rerr)
+			}
+		}
+	}()
+	blob, err := open()
+	if err != nil {
+		return fmt.Errorf("open blob: %w", err)
+	}
+	defer blob.Close()
+	zr, err := Decompress(blob)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	h := d.Algorithm().Hash()
+	tr := io.TeeReader(zr, h)
+	uerr := Unpack(ctx, tr, tmp, c.opts)
+	if uerr != nil && ctx.Err() != nil {
+		return uerr
+	}
+	// Hash the whole stream, past the end of the tar archive; and when the
+	// unpack failed, tell a corrupt or wrong blob from a bad layer.
+	_, cerr := io.Copy(io.Discard, tr)
+	if got := digest.NewDigest(d.Algorithm(), h); cerr == nil && got != d {
+		return fmt.Errorf("%w: content has diff ID %s", ErrDigestMismatch, got)
+	}
+	if uerr != nil {
+		return uerr
+	}
+	if cerr != nil {
+		return fmt.Errorf("read layer: %w", cerr)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := syncfs(tmp); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	// Onto an existing layer, rename(2) fails with ENOTEMPTY (or replaces
+	// an identical empty layer).
+	if err := unix.Rename(tmp, dir); err != nil {
+		if isDir(dir) { // another writer that did not take the lock
+			return removeTree(tmp)
+		}
+		return &os.LinkError{Op: "rename", Old: tmp, New: dir, Err: err}
+	}
+	return nil
+}
+
+// syncfs flushes the filesystem holding p, so that a crash cannot leave a
+// renamed layer with empty files.
+func syncfs(p string) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		return &os.PathError{Op: "syncfs", Path: p, Err: err}
+	}
+	return nil
+}
+
+// lock takes the lock of layer d. With wait, it polls until the lock is
+// free or ctx is done; without, it fails with errLocked.
+func (c *Cache) lock(ctx context.Context, d digest.Digest, wait bool) (unlock func(), err error) {
+	p := filepath.Join(c.root, locksDir, d.Algorithm().String()+"-"+d.Encoded()+".lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	delay := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", p, err)
+		}
+		if !wait {
+			f.Close()
+			return nil, errLocked
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// Remove deletes the layer with the given diff ID from the cache; removing
+// a missing layer is not an error. The layer must not be a lower directory
+// of a mounted overlay. Remove waits for an extraction of the same layer.
+func (c *Cache) Remove(ctx context.Context, diffID digest.Digest) error {
+	dir, err := c.layerDir(diffID)
+	if err != nil {
+		return fmt.Errorf("remove layer %q: %w", diffID, err)
+	}
+	unlock, err := c.lock(ctx, diffID, true)
+	if err != nil {
+		return fmt.Errorf("remove layer %s: %w", diffID, err)
+	}
+	defer unlock()
+	if !isDir(dir) {
+		return nil
+	}
+	// Move it out of sight first (rename replaces the empty temporary
+	// directory), so that no half-removed layer is ever served.
+	tmp, err := c.tmpDir(diffID)
+	if err != nil {
+		return fmt.Errorf("remove layer %s: %w", diffID, err)
+	}
+	if err := unix.Rename(dir, tmp); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("remove layer %s: rename %s: %w", diffID, dir, err)
+	}
+	if err := removeTree(tmp); err != nil {
+		return fmt.Errorf("remove layer %s: %w", diffID, err)
+	}
+	return nil
+}
+
+// List returns the diff IDs of the layers in the cache, sorted.
+func (c *Cache) List() ([]digest.Digest, error) {
+	entries, err := os.ReadDir(c.root)
+	if err != nil {
+		return nil, fmt.Errorf("list layers: %w", err)
+	}
+	var ds []digest.Digest
+	for _, e := range entries {
+		alg := digest.Algorithm(e.Name())
+		if !e.IsDir() || !alg.Available() {
+			continue
+		}
+		layers, err := os.ReadDir(filepath.Join(c.root, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("list layers: %w", err)
+		}
+		for _, l := range layers {
+			d := digest.NewDigestFromEncoded(alg, l.Name())
+			if l.IsDir() && d.Validate() == nil {
+				ds = append(ds, d)
+			}
+		}
+	}
+	slices.Sort(ds)
+	return ds, nil
+}
+
+// Clean removes the temporary directories left by extractions and removals
+// that did not finish (a killed process). Directories of operations still
+// running, in this or another process, are left alone.
+func (c *Cache) Clean() error {
+	entries, err := os.ReadDir(c.root)
+	if err != nil {
+		return fmt.Errorf("clean layer cache: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), tmpPrefix)
+		if !ok {
+			continue
+		}
+		p := filepath.Join(c.root, e.Name())
+		parts := strings.SplitN(rest, "-", 3)
+		if len(parts) == 3 {
+			d := digest.NewDigestFromEncoded(digest.Algorithm(parts[0]), parts[1])
+			if d.Validate() == nil {
+				unlock, err := c.lock(context.Background(), d, false)
+				if errors.Is(err, errLocked) {
+					continue // in use
+				}
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				err = removeTree(p)
+				unlock()
+				if err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+		}
+		if err := removeTree(p); err != nil { // not one of ours: no lock to honour
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("clean layer cache: %w", err)
+	}
+	return nil
+}
