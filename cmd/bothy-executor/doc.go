@@ -1,0 +1,9 @@
+// Command bothy-executor is the bothy executor binary: PID 1 of every
+// sandbox, serving the executor API on a Unix socket. It is built static
+// (CGO_ENABLED=0) so it runs in any image; it only turns flags into an
+// executor.Config and calls executor.Run.
+//
+//	bothy-executor [--socket PATH] [--ready-fd N] [--api-key KEY] [--grace D]
+//	               [--log PATH] [--subreaper] [--main-log PATH] [--exit-with-main]
+//	               [-- MAIN COMMAND...]
+package main

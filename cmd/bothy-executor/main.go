@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+
+	"github.com/bothy-sandbox/bothy/executor"
+)
+
+// DefaultSocket is where the launcher expects the socket.
+const DefaultSocket = "/.bothy/run/executor.sock"
+
+func main() {
+	code, err := run(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bothy-executor:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(args []string) (int, error) {
+	fs := flag.NewFlagSet("bothy-executor", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bothy-executor [flags] [-- main command...]\n\n")
+		fs.PrintDefaults()
+	}
+	var (
+		socket       = fs.String("socket", DefaultSocket, "path of the API `socket` (created with mode 0600)")
+		readyFD      = fs.Int("ready-fd", -1, "write \"ready\\n\" to this file descriptor once serving, then close it")
+		apiKey       = fs.String("api-key", "", "require this key in X-Session-API-Key (default $"+executor.APIKeyEnv+")")
+		grace        = fs.Duration("grace", executor.DefaultGrace, "time between forwarding SIGTERM/SIGINT and SIGKILL at shutdown")
+		logPath      = fs.String("log", "", "append the executor's log to this `file` (default stderr)")
+		debug        = fs.Bool("debug", false, "log at debug level")
+		subreaper    = fs.Bool("subreaper", false, "reap orphans as a child subreaper even when not PID 1")
+		mainLog      = fs.String("main-log", "", "append the main command's stdout and stderr to this `file` (default the executor's)")
+		exitWithMain = fs.Bool("exit-with-main", false, "shut down when the main command exits, with its exit code")
+		maxOutput    = fs.Int("max-output", executor.DefaultMaxOutput, "cap on captured `bytes` per output stream")
+		version      = fs.Bool("version", false, "print the version and exit")
+	)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0, nil
+		}
+		return 2, nil
+	}
+	if *version {
+		fmt.Println(executor.Version)
+		return 0, nil
+	}
+
+	key := *apiKey
+	if key == "" {
+		key = os.Getenv(executor.APIKeyEnv)
+	}
+	// Children never see the key.
+	os.Unsetenv(executor.APIKeyEnv)
+
+	var logOut io.Writer = os.Stderr
+	if *logPath != "" {
+		f, err := os.OpenFile(*logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return 1, fmt.Errorf("open log: %w", err)
+		}
+		defer f.Close()
+		logOut = f
+	}
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+
+	cfg := executor.Config{
+		Socket: *socket,
+		Server: executor.Options{
+			APIKey:    key,
+			Logger:    logger,
+			MaxOutput: *maxOutput,
+		},
+		Subreaper:    *subreaper,
+		Grace:        *grace,
+		Main:         fs.Args(),
+		MainLog:      *mainLog,
+		ExitWithMain: *exitWithMain,
+	}
+	if *exitWithMain && len(cfg.Main) == 0 {
+		return 2, fmt.Errorf("--exit-with-main needs a main command after --")
+	}
+	if *readyFD >= 0 {
+		// The main command must not inherit the pipe.
+		syscall.CloseOnExec(*readyFD)
+		f := os.NewFile(uintptr(*readyFD), "ready")
+		if f == nil {
+			return 2, fmt.Errorf("--ready-fd %d is not a valid descriptor", *readyFD)
+		}
+		cfg.Ready = f
+	}
+	return executor.Run(context.Background(), cfg)
+}

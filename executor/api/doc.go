@@ -1,0 +1,13 @@
+// Package api holds the wire types of the bothy executor's native REST API
+// (version v1): request and response bodies, streamed events, the JSON error
+// envelope, and signal name conversion.
+//
+// The server (package executor), the Go client (package executor/client)
+// and the tests all use these types, so the JSON on the wire is defined in
+// one place. docs/api.md describes every route; docs/openapi.yaml lists them.
+//
+// Binary data convention: every field that carries process output or input
+// has a UTF-8 text form and a base64 form. Text goes in the plain field
+// ("data", "stdout", "stdin"); bytes that are not valid UTF-8 go, base64
+// encoded, in the matching "_b64"/"b64" field and the text field is empty.
+package api

@@ -1,0 +1,324 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/reap"
+)
+
+var aliveBody = []byte(`{"status":"ok"}` + "\n")
+
+func (s *Server) handleAlive(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(aliveBody)
+}
+
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeRunRequest(s.body(w, r))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	switch req.Mode() {
+	case api.ModeWait:
+		s.runWait(w, r, &req)
+	case api.ModeStream:
+		s.runStream(w, r, &req)
+	default:
+		p, err := s.start(s.baseCtx, &req)
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, p.snapshot())
+	}
+}
+
+// runWait runs a process to completion; a request that goes away kills it.
+func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest) {
+	p, err := s.start(r.Context(), req)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	defer s.procs.remove(p)
+	stop := context.AfterFunc(r.Context(), p.kill)
+	<-p.done
+	stop()
+	res := api.RunResult{
+		ID: p.id, PID: p.proc.Pid, ExitCode: p.status.Code(),
+		Signal: api.SignalName(p.status.Signal), TimedOut: p.timedOut.Load(),
+		OOMKilled:  p.status.OOMKilled,
+		DurationMS: float64(p.finished.Sub(p.started).Microseconds()) / 1000,
+	}
+	var out []byte
+	out, res.StdoutTruncated = p.capOut.Bytes()
+	setOutput(&res.Stdout, &res.StdoutB64, out)
+	out, res.StderrTruncated = p.capErr.Bytes()
+	setOutput(&res.Stderr, &res.StderrB64, out)
+	writeJSON(w, http.StatusOK, &res)
+}
+
+func setOutput(text *string, b64 *[]byte, out []byte) {
+	if utf8.Valid(out) {
+		*text = string(out)
+	} else {
+		*b64 = out
+	}
+}
+
+// runStream streams a process's output as events; a request that goes away
+// kills it.
+func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest) {
+	ctx := r.Context()
+	p, err := s.start(ctx, req)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	defer s.procs.remove(p)
+	stop := context.AfterFunc(ctx, p.kill)
+	defer stop()
+
+	ew := newEventWriter(w, r)
+	w.WriteHeader(http.StatusOK)
+	ok := ew.write(&api.Event{Type: api.EventStart, ID: p.id, PID: p.proc.Pid}) == nil && ew.flush() == nil
+	var off int64
+	var ev api.Event
+	for c := range p.events {
+		if !ok {
+			continue // drain until the killed process is gone
+		}
+		outputEvent(&ev, c.stream, off, c.data)
+		off += int64(len(c.data))
+		if ew.write(&ev) != nil {
+			ok = false
+			p.kill()
+			continue
+		}
+		if len(p.events) == 0 && ew.flush() != nil {
+			ok = false
+			p.kill()
+		}
+	}
+	if ok {
+		ew.write(p.exitEvent(off))
+		ew.flush()
+	}
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	list := api.ProcessList{Processes: []api.Process{}}
+	for _, p := range s.procs.all() {
+		list.Processes = append(list.Processes, p.snapshot())
+	}
+	writeJSON(w, http.StatusOK, &list)
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	p, err := s.procs.get(r.PathValue("id"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p.snapshot())
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	p, err := s.procs.get(r.PathValue("id"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	p.kill()
+	select {
+	case <-p.done:
+	case <-r.Context().Done():
+		return
+	}
+	s.procs.remove(p)
+	writeJSON(w, http.StatusOK, p.snapshot())
+}
+
+// handleOutput sends the retained output of a background process from
+// ?offset=N as events; with ?follow=1 it keeps sending until the process
+// ends. An exit event ends the output of a finished process.
+func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
+	p, err := s.procs.get(r.PathValue("id"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if p.log == nil {
+		httpError(w, fmt.Errorf("process %s: %w", p.id, ErrNoOutputLog))
+		return
+	}
+	q := r.URL.Query()
+	var off int64
+	if v := q.Get("offset"); v != "" {
+		if off, err = strconv.ParseInt(v, 10, 64); err != nil || off < 0 {
+			httpError(w, badRequest{fmt.Errorf("offset %q is not a non-negative integer", v)})
+			return
+		}
+	}
+	follow := queryBool(q.Get("follow"))
+	ctx := r.Context()
+	ew := newEventWriter(w, r)
+	w.WriteHeader(http.StatusOK)
+	var ev api.Event
+	for {
+		chunks, next, closed, wake := p.log.read(off, 64)
+		for _, c := range chunks {
+			outputEvent(&ev, c.stream, c.off, c.data)
+			if ew.write(&ev) != nil {
+				return
+			}
+		}
+		off = next
+		if len(chunks) > 0 {
+			continue
+		}
+		if closed {
+			<-p.done // closed before the log
+			ew.write(p.exitEvent(off))
+			ew.flush()
+			return
+		}
+		if !follow {
+			ew.flush()
+			return
+		}
+		if ew.flush() != nil {
+			return
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
+	p, err := s.procs.get(r.PathValue("id"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	var data []byte
+	var closeIt bool
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/octet-stream" {
+		if data, err = io.ReadAll(s.body(w, r)); err != nil {
+			httpError(w, badRequestOr(err))
+			return
+		}
+		closeIt = queryBool(r.URL.Query().Get("close"))
+	} else {
+		var req api.StdinRequest
+		if err := decodeJSON(s.body(w, r), &req); err != nil {
+			httpError(w, err)
+			return
+		}
+		if req.Data != "" && req.B64 != nil {
+			httpError(w, badRequest{errors.New("data and b64 are exclusive")})
+			return
+		}
+		data, closeIt = req.B64, req.Close
+		if data == nil {
+			data = []byte(req.Data)
+		}
+	}
+	n, err := p.writeStdin(r.Context(), data, closeIt)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.StdinResult{Written: n, Closed: closeIt})
+}
+
+func badRequestOr(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return err
+	}
+	return badRequest{fmt.Errorf("read request body: %w", err)}
+}
+
+func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
+	p, err := s.procs.get(r.PathValue("id"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	var req api.SignalRequest
+	if err := decodeJSON(s.body(w, r), &req); err != nil {
+		httpError(w, err)
+		return
+	}
+	sig, err := api.ParseSignal(req.Signal)
+	if err != nil {
+		httpError(w, badRequest{err})
+		return
+	}
+	if p.exited() {
+		httpError(w, fmt.Errorf("signal process %s: %w", p.id, ErrExited))
+		return
+	}
+	if req.Group == nil || *req.Group {
+		err = p.proc.SignalGroup(sig)
+	} else {
+		err = p.proc.Signal(sig)
+	}
+	if errors.Is(err, reap.ErrDone) || errors.Is(err, syscall.ESRCH) {
+		err = ErrExited
+	}
+	if err != nil {
+		httpError(w, fmt.Errorf("signal process %s: %w", p.id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, p.snapshot())
+}
+
+// handleWait waits for the process to end, or ?timeout=SECONDS, and
+// answers its state (running is still true after a timeout).
+func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
+	p, err := s.procs.get(r.PathValue("id"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	var timeout <-chan time.Time
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil || secs < 0 || secs != secs {
+			httpError(w, badRequest{fmt.Errorf("timeout %q is not a non-negative number of seconds", v)})
+			return
+		}
+		t := time.NewTimer(time.Duration(secs * float64(time.Second)))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-p.done:
+	case <-timeout:
+	case <-r.Context().Done():
+		return
+	}
+	writeJSON(w, http.StatusOK, p.snapshot())
+}
+
+func queryBool(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b || v == "yes"
+}

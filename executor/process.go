@@ -1,0 +1,561 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/reap"
+)
+
+// chunk is a piece of output on its way to a streaming request.
+type chunk struct {
+	stream uint8
+	data   []byte
+}
+
+// process is a command started through POST /v1/processes.
+type process struct {
+	s       *Server
+	id      string
+	mode    string
+	argv    []string
+	cmd     string
+	cwd     string
+	proc    *reap.Proc
+	started time.Time
+
+	stdinMu   sync.Mutex
+	stdin     *os.File // write end; nil when closed or never opened
+	stdinPipe *os.File // the same, never cleared: supervise closes it unlocked
+
+	timedOut atomic.Bool
+	timer    *time.Timer
+
+	pumpsLeft atomic.Int32
+	pumpsDone chan struct{}
+
+	done     chan struct{} // closed once reaped and output drained
+	status   reap.Status
+	finished time.Time
+
+	// Exactly one output sink, by mode.
+	capOut, capErr *capBuffer      // wait
+	events         chan chunk      // stream; closed when drained
+	streamCtx      context.Context // stream: the request; sends stop when done
+	log            *outputLog      // background
+}
+
+// start starts req's command. ctx bounds the process only in stream mode
+// (sends to a gone request stop); the caller kills it when its request
+// ends in wait and stream modes.
+func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, error) {
+	if s.closing.Load() || s.baseCtx.Err() != nil {
+		return nil, ErrShuttingDown
+	}
+	env := s.mergeEnv(req.Env)
+	var path string
+	var argv []string
+	if req.Cmd != "" {
+		path, argv = s.opts.Shell, []string{filepath.Base(s.opts.Shell), "-c", req.Cmd}
+	} else {
+		argv = req.Argv
+		var err error
+		if path, err = lookPath(argv[0], env, req.Cwd); err != nil {
+			return nil, startError{fmt.Errorf("start %s: %w", argv[0], err)}
+		}
+	}
+
+	p := &process{
+		s: s, mode: req.Mode(), argv: argv, cmd: req.Cmd, cwd: req.Cwd,
+		pumpsDone: make(chan struct{}), done: make(chan struct{}),
+	}
+	maxOut := s.opts.MaxOutput
+	if req.MaxOutput > 0 && req.MaxOutput < maxOut {
+		maxOut = req.MaxOutput
+	}
+	switch p.mode {
+	case api.ModeWait:
+		p.capOut, p.capErr = newCapBuffer(maxOut), newCapBuffer(maxOut)
+	case api.ModeStream:
+		p.events = make(chan chunk, 8)
+		p.streamCtx = ctx
+	default:
+		if req.MaxOutput == 0 {
+			maxOut = s.opts.MaxRetained
+		}
+		p.log = newOutputLog(maxOut)
+	}
+
+	// Pipes: the parent ends are non-blocking and pollable.
+	var stdinR, stdinW *os.File
+	initial := req.StdinBytes()
+	if initial != nil || req.StdinOpen {
+		var err error
+		if stdinR, stdinW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("create stdin pipe: %w", err)
+		}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW)
+		return nil, fmt.Errorf("create stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW, outR, outW)
+		return nil, fmt.Errorf("create stderr pipe: %w", err)
+	}
+	childIn := s.devNull
+	if stdinR != nil {
+		childIn = stdinR
+	}
+	attr := &os.ProcAttr{
+		Dir:   req.Cwd,
+		Env:   env,
+		Files: []*os.File{childIn, outW, errW},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	proc, err := s.reaper.StartProcess(path, argv, attr)
+	closeAll(stdinR, outW, errW)
+	if err != nil {
+		closeAll(stdinW, outR, errR)
+		return nil, startError{fmt.Errorf("start %s: %w", argv[0], err)}
+	}
+	p.proc, p.started, p.stdin, p.stdinPipe = proc, proc.Started, stdinW, stdinW
+	p.id = "p" + strconv.FormatUint(s.nextID.Add(1), 10)
+	s.procs.add(p)
+
+	if initial != nil {
+		if req.StdinOpen {
+			p.stdinMu.Lock() // writes queue behind the initial data
+			go func() {
+				defer p.stdinMu.Unlock()
+				p.stdin.Write(initial)
+			}()
+		} else {
+			go func() {
+				p.stdinMu.Lock()
+				defer p.stdinMu.Unlock()
+				p.stdin.Write(initial)
+				p.stdin.Close()
+				p.stdin = nil
+			}()
+		}
+	}
+	if d := req.TimeoutDuration(); d > 0 {
+		p.timer = time.AfterFunc(d, func() {
+			p.timedOut.Store(true)
+			p.kill()
+		})
+	}
+	p.pumpsLeft.Store(2)
+	go p.pump(outR, streamStdout)
+	go p.pump(errR, streamStderr)
+	go p.supervise(outR, errR)
+	return p, nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// pump copies one output pipe into the process's sink. A UTF-8 character
+// split by a read is held back and sent whole with the next chunk.
+func (p *process) pump(f *os.File, stream uint8) {
+	bp := readBufPool.Get().(*[]byte)
+	buf := *bp
+	carry := 0
+	for {
+		n, err := f.Read(buf[carry:])
+		n += carry
+		carry = 0
+		if n > 0 && err == nil {
+			carry = incompleteRune(buf[:n])
+		}
+		if n-carry > 0 {
+			p.sink(stream, buf[:n-carry])
+		}
+		if carry > 0 {
+			copy(buf, buf[n-carry:n])
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				p.drain(f, stream, buf)
+			}
+			break
+		}
+	}
+	readBufPool.Put(bp)
+	if p.pumpsLeft.Add(-1) == 0 {
+		close(p.pumpsDone)
+	}
+}
+
+// drain reads what is already in a pipe cut by supervise: the deadline
+// fails reads without looking at the pipe, and a pump that was slow to be
+// scheduled must not lose output written before the process exited. It
+// reads without waiting and stops when the pipe is empty (or after a bound,
+// for a descendant that keeps writing).
+func (p *process) drain(f *os.File, stream uint8, buf []byte) {
+	f.SetReadDeadline(time.Time{})
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for range 64 {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, rerr = syscall.Read(int(fd), buf)
+			return true // never wait for more
+		}); err != nil || rerr != nil || n <= 0 {
+			return
+		}
+		p.sink(stream, buf[:n])
+	}
+}
+
+// incompleteRune returns the length of a UTF-8 sequence cut short at the
+// end of b (0 when b ends on a character boundary or is not text).
+func incompleteRune(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(b[i]) {
+			if b[i] >= utf8.RuneSelf && !utf8.FullRune(b[i:]) {
+				return len(b) - i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+func (p *process) sink(stream uint8, data []byte) {
+	switch {
+	case p.capOut != nil:
+		if stream == streamStdout {
+			p.capOut.Write(data)
+		} else {
+			p.capErr.Write(data)
+		}
+	case p.events != nil:
+		c := chunk{stream: stream, data: append([]byte(nil), data...)}
+		select {
+		case p.events <- c:
+		case <-p.streamCtx.Done():
+		}
+	default:
+		p.log.write(stream, data)
+	}
+}
+
+// supervise waits for the exit and the end of output, then publishes the
+// status.
+func (p *process) supervise(outR, errR *os.File) {
+	<-p.proc.Done()
+	st, _ := p.proc.Status()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	select {
+	case <-p.pumpsDone:
+	default:
+		// A descendant may hold the pipes open: read what comes within
+		// WaitDelay, then cut the pipes.
+		t := time.NewTimer(p.s.opts.WaitDelay)
+		select {
+		case <-p.pumpsDone:
+		case <-t.C:
+			now := time.Now()
+			outR.SetReadDeadline(now)
+			errR.SetReadDeadline(now)
+			<-p.pumpsDone
+		}
+		t.Stop()
+	}
+	outR.Close()
+	errR.Close()
+	p.closeStdin()
+
+	p.status, p.finished = st, time.Now()
+	close(p.done)
+	switch {
+	case p.events != nil:
+		close(p.events)
+	case p.log != nil:
+		p.log.close()
+		p.s.procs.finished(p, p.s.opts.MaxFinished)
+	}
+}
+
+func (p *process) closeStdin() {
+	// Closing first unblocks a write stuck on a pipe nobody reads (a
+	// descendant holding stdin); it then releases the lock.
+	if p.stdinPipe != nil {
+		p.stdinPipe.Close()
+	}
+	p.stdinMu.Lock()
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdin = nil
+	}
+	p.stdinMu.Unlock()
+}
+
+// writeStdin writes data to the process's stdin and closes it if asked.
+func (p *process) writeStdin(ctx context.Context, data []byte, closeIt bool) (int, error) {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin == nil {
+		if len(data) == 0 && closeIt {
+			return 0, nil
+		}
+		return 0, ErrStdinClosed
+	}
+	n := 0
+	if len(data) > 0 {
+		f := p.stdin
+		stop := context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+		var err error
+		n, err = f.Write(data)
+		if !stop() {
+			f.SetWriteDeadline(time.Time{})
+		}
+		if err != nil {
+			if errors.Is(err, syscall.EPIPE) {
+				return n, fmt.Errorf("write stdin: %w", ErrExited)
+			}
+			if ctx.Err() != nil {
+				return n, fmt.Errorf("write stdin: %w", ctx.Err())
+			}
+			return n, fmt.Errorf("write stdin: %w", err)
+		}
+	}
+	if closeIt {
+		p.stdin.Close()
+		p.stdin = nil
+	}
+	return n, nil
+}
+
+// kill sends SIGKILL to the process group (a no-op once it has exited).
+func (p *process) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.proc.SignalGroup(syscall.SIGKILL)
+}
+
+// exited reports whether the process has been reaped (its output may still
+// be draining).
+func (p *process) exited() bool {
+	select {
+	case <-p.proc.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// snapshot describes the process on the wire.
+func (p *process) snapshot() api.Process {
+	ap := api.Process{
+		ID: p.id, PID: p.proc.Pid, Mode: p.mode, Argv: p.argv, Cmd: p.cmd, Cwd: p.cwd,
+		StartedAt: p.started, TimedOut: p.timedOut.Load(),
+	}
+	select {
+	case <-p.done:
+		code := p.status.Code()
+		fin := p.finished
+		ap.ExitCode, ap.FinishedAt = &code, &fin
+		ap.Signal = api.SignalName(p.status.Signal)
+		ap.OOMKilled = p.status.OOMKilled
+	default:
+		ap.Running = true
+	}
+	p.stdinMu.Lock()
+	ap.StdinOpen = p.stdin != nil
+	p.stdinMu.Unlock()
+	if p.log != nil {
+		ap.OutputBytes = p.log.size()
+	}
+	return ap
+}
+
+// exitEvent is the last event of a stream; p.done must be closed.
+func (p *process) exitEvent(offset int64) *api.Event {
+	code := p.status.Code()
+	return &api.Event{
+		Type: api.EventExit, Offset: offset, ExitCode: &code,
+		Signal: api.SignalName(p.status.Signal), TimedOut: p.timedOut.Load(),
+		OOMKilled: p.status.OOMKilled,
+	}
+}
+
+// outputEvent fills ev for a chunk of output.
+func outputEvent(ev *api.Event, stream uint8, off int64, data []byte) {
+	*ev = api.Event{Type: api.EventStdout, Offset: off}
+	if stream == streamStderr {
+		ev.Type = api.EventStderr
+	}
+	if utf8.Valid(data) {
+		ev.Data = string(data)
+	} else {
+		ev.B64 = data
+	}
+}
+
+// mergeEnv returns the base environment with over applied.
+func (s *Server) mergeEnv(over map[string]string) []string {
+	if len(over) == 0 {
+		return s.env
+	}
+	env := make([]string, 0, len(s.env)+len(over))
+	for _, kv := range s.env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := over[k]; !ok {
+			env = append(env, kv)
+		}
+	}
+	keys := make([]string, 0, len(over))
+	for k := range over {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+over[k])
+	}
+	return env
+}
+
+// lookPath resolves name like execvp, with the PATH of env; relative PATH
+// entries and names with a slash are relative to cwd (the child's
+// working directory), which os.StartProcess applies itself.
+func lookPath(name string, env []string, cwd string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], "PATH="); ok {
+			path = v
+			break
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		cand := filepath.Join(dir, name)
+		probe := cand
+		if !filepath.IsAbs(probe) && cwd != "" {
+			probe = filepath.Join(cwd, probe)
+		}
+		if fi, err := os.Stat(probe); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			if !filepath.IsAbs(cand) {
+				cand = "./" + cand
+			}
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("executable %q not found in PATH: %w", name, fs.ErrNotExist)
+}
+
+// procTable holds the processes by id.
+type procTable struct {
+	mu       sync.Mutex
+	byID     map[string]*process
+	finOrder []*process // finished background processes, oldest first
+}
+
+func (t *procTable) add(p *process) {
+	t.mu.Lock()
+	t.byID[p.id] = p
+	t.mu.Unlock()
+}
+
+func (t *procTable) get(id string) (*process, error) {
+	t.mu.Lock()
+	p := t.byID[id]
+	t.mu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("process %q: %w", id, ErrNotFound)
+	}
+	return p, nil
+}
+
+func (t *procTable) remove(p *process) {
+	t.mu.Lock()
+	if t.byID[p.id] == p {
+		delete(t.byID, p.id)
+	}
+	if i := slices.Index(t.finOrder, p); i >= 0 {
+		t.finOrder = slices.Delete(t.finOrder, i, i+1)
+	}
+	t.mu.Unlock()
+}
+
+// finished records a finished background process and forgets the oldest
+// beyond keep.
+func (t *procTable) finished(p *process, keep int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[p.id] != p {
+		return
+	}
+	t.finOrder = append(t.finOrder, p)
+	for len(t.finOrder) > keep {
+		delete(t.byID, t.finOrder[0].id)
+		t.finOrder[0] = nil
+		t.finOrder = t.finOrder[1:]
+	}
+}
+
+// all returns the processes ordered by start.
+func (t *procTable) all() []*process {
+	t.mu.Lock()
+	out := make([]*process, 0, len(t.byID))
+	for _, p := range t.byID {
+		out = append(out, p)
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b *process) int {
+		if c := len(a.id) - len(b.id); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return out
+}
+
+func (t *procTable) running() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, p := range t.byID {
+		select {
+		case <-p.done:
+		default:
+			n++
+		}
+	}
+	return n
+}

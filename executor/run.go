@@ -1,0 +1,176 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/executor/reap"
+)
+
+// DefaultGrace is how long processes get between the forwarded signal and
+// SIGKILL at shutdown.
+const DefaultGrace = 5 * time.Second
+
+// Config is what cmd/bothy-executor turns its flags into.
+type Config struct {
+	// Socket is the path of the API socket.
+	Socket string
+	// Ready, when set, receives "ready\n" once the socket answers (and the
+	// main command, if any, has started) and is then closed.
+	Ready io.WriteCloser
+	// Server configures the API. Its Reaper is created by Run.
+	Server Options
+	// Subreaper makes the executor a child subreaper with a global reaper
+	// even when it is not PID 1.
+	Subreaper bool
+	// Grace is the time between the forwarded signal and SIGKILL.
+	Grace time.Duration
+	// Main is the optional main command, started once the socket answers;
+	// its output is appended to MainLog (the executor's stdout/stderr when
+	// empty).
+	Main    []string
+	MainLog string
+	// ExitWithMain ends the executor when the main command exits, with the
+	// main command's exit code; otherwise the executor keeps serving.
+	ExitWithMain bool
+}
+
+// Run is the executor's life: reaper, socket, main command, readiness,
+// serving, and on SIGTERM/SIGINT (or ctx done, or the main command's exit
+// with ExitWithMain) the shutdown: the signal is forwarded to every process
+// group (to every process when PID 1), processes get Grace to exit, the
+// rest are killed. It returns the exit code for the executor: 0, or the
+// main command's code with ExitWithMain.
+func Run(ctx context.Context, cfg Config) (int, error) {
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	log := cfg.Server.Logger
+	if log == nil {
+		log = discardLogger()
+	}
+	// Catch the signals before anything can be started.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	// SIGHUP would end a Go program (and PID 1 receives what it handles);
+	// SIGPIPE on a closed stderr (the launcher has gone: no daemon) too.
+	// Notify, not Ignore: processes must not inherit SIG_IGN.
+	ignored := make(chan os.Signal, 1)
+	signal.Notify(ignored, syscall.SIGHUP, syscall.SIGPIPE)
+	defer func() {
+		signal.Stop(ignored)
+		close(ignored)
+	}()
+	go func() {
+		for range ignored {
+		}
+	}()
+
+	r, err := reap.New(reap.Options{Subreaper: cfg.Subreaper})
+	if err != nil {
+		return 1, err
+	}
+	defer r.Close()
+	opts := cfg.Server
+	opts.Reaper = r
+	s, err := New(opts)
+	if err != nil {
+		return 1, err
+	}
+	defer s.Close()
+	ln, err := Listen(cfg.Socket)
+	if err != nil {
+		return 1, err
+	}
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(serveCtx, ln) }()
+	log.Info("serving", "socket", cfg.Socket, "pid", os.Getpid(), "reaper", r.Mode().String())
+
+	if len(cfg.Main) > 0 {
+		if err := s.StartMain(cfg.Main, cfg.MainLog); err != nil {
+			s.shutdown(sigs, syscall.SIGTERM, cfg.Grace)
+			return 1, err
+		}
+	}
+	if cfg.Ready != nil {
+		_, werr := io.WriteString(cfg.Ready, "ready\n")
+		cerr := cfg.Ready.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			log.Warn("signal readiness", "err", err)
+		}
+	}
+
+	var mainDone <-chan struct{}
+	if cfg.ExitWithMain {
+		mainDone = s.MainDone()
+	}
+	code, forward := 0, syscall.SIGTERM
+	var runErr error
+	select {
+	case sig := <-sigs:
+		forward = sig.(syscall.Signal)
+		log.Info("signal received", "signal", sig.String())
+	case <-mainDone:
+		st, _ := s.MainStatus()
+		code = st.Code()
+		log.Info("main command exited", "code", code)
+	case <-ctx.Done():
+	case runErr = <-errc:
+		code = 1
+		errc = nil
+	}
+	s.shutdown(sigs, forward, cfg.Grace)
+	stopServe()
+	if errc != nil {
+		if err := <-errc; err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	return code, runErr
+}
+
+// shutdown refuses new processes, forwards sig to every process, waits up
+// to grace (a second signal cuts it short) and kills what is left.
+func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.Duration) {
+	s.closing.Store(true)
+	pid1 := os.Getpid() == 1
+	signalAll := func(sig syscall.Signal) {
+		if pid1 {
+			unix.Kill(-1, sig) // every process of the namespace but us
+		}
+		s.reaper.SignalAll(sig)
+	}
+	n := len(s.reaper.Live())
+	s.log.Info("shutting down", "signal", sig.String(), "processes", n, "grace", grace)
+	signalAll(sig)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := s.reaper.WaitIdle(ctx)
+	cancel()
+	if err != nil {
+		s.log.Info("grace period over, killing", "processes", len(s.reaper.Live()))
+		signalAll(syscall.SIGKILL)
+		kctx, kcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.reaper.WaitIdle(kctx); err != nil {
+			s.log.Warn("processes left after SIGKILL", "err", fmt.Sprint(err))
+		}
+		kcancel()
+	}
+}

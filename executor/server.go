@@ -1,0 +1,309 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/reap"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxOutput      = 16 << 20
+	DefaultMaxRetained    = 4 << 20
+	DefaultMaxRequestBody = 64 << 20
+	DefaultWaitDelay      = 500 * time.Millisecond
+	DefaultMaxFinished    = 64
+	DefaultShell          = "/bin/sh"
+)
+
+// APIKeyEnv is the environment variable that may carry the API key; it is
+// never passed on to processes.
+const APIKeyEnv = "BOTHY_API_KEY"
+
+// Version is reported by GET /v1/info; cmd/bothy-executor may set it at
+// link time (-X).
+var Version = "dev"
+
+// Options configure a Server. The zero value serves without auth, with the
+// defaults above, and its own Reaper.
+type Options struct {
+	// APIKey, when set, is required in the X-Session-API-Key header of every
+	// request except GET /alive.
+	APIKey string
+	// Env is the base environment of started processes; nil means the
+	// executor's own environment without BOTHY_API_KEY.
+	Env []string
+	// Reaper starts and waits for every process; nil means reap.New with
+	// Auto mode (global when PID 1). A Reaper passed in is not closed by
+	// the Server.
+	Reaper *reap.Reaper
+	// MaxOutput caps the captured output per stream (wait mode) and what a
+	// request's max_output may ask for.
+	MaxOutput int
+	// MaxRetained is the output retained per background process when the
+	// request does not set max_output.
+	MaxRetained int
+	// MaxRequestBody caps request bodies.
+	MaxRequestBody int64
+	// WaitDelay bounds how long output is still read after a process has
+	// exited, when a descendant that outlives it keeps its pipes open.
+	WaitDelay time.Duration
+	// MaxFinished is how many finished background processes are kept for
+	// status and output reads; the oldest are forgotten first.
+	MaxFinished int
+	// Shell runs RunRequest.Cmd as Shell -c Cmd.
+	Shell string
+	// Logger receives the server's log; nil discards it.
+	Logger *slog.Logger
+}
+
+// Route is one entry of the API. Every route the Server answers is in the
+// table built by (*Server).routes.
+type Route struct {
+	Method  string
+	Path    string // net/http ServeMux pattern path, e.g. /v1/processes/{id}
+	Public  bool   // answered without the API key
+	Quiet   bool   // does not count as activity for idle time
+	Summary string
+	Handler http.HandlerFunc
+}
+
+// Server is the executor's HTTP API.
+type Server struct {
+	opts    Options
+	reaper  *reap.Reaper
+	ownReap bool
+	env     []string
+	log     *slog.Logger
+	keyHash [sha256.Size]byte
+	auth    bool
+	handler http.Handler
+	devNull *os.File
+	procs   procTable
+	nextID  atomic.Uint64
+	started time.Time
+	active  atomic.Int64 // unix nanos of the last non-quiet request edge
+	baseCtx context.Context
+	cancel  context.CancelFunc
+	closing atomic.Bool // shutting down: no new processes
+
+	mainMu sync.Mutex
+	main   *mainProc
+
+	closeOnce sync.Once
+}
+
+// New returns a Server; Serve it on a listener.
+func New(opts Options) (*Server, error) {
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.MaxRetained <= 0 {
+		opts.MaxRetained = min(DefaultMaxRetained, opts.MaxOutput)
+	}
+	if opts.MaxRequestBody <= 0 {
+		opts.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if opts.WaitDelay <= 0 {
+		opts.WaitDelay = DefaultWaitDelay
+	}
+	if opts.MaxFinished <= 0 {
+		opts.MaxFinished = DefaultMaxFinished
+	}
+	if opts.Shell == "" {
+		opts.Shell = DefaultShell
+	}
+	s := &Server{opts: opts, log: opts.Logger, started: time.Now()}
+	if s.log == nil {
+		s.log = discardLogger()
+	}
+	s.env = opts.Env
+	if s.env == nil {
+		s.env = withoutEnv(os.Environ(), APIKeyEnv)
+	}
+	if opts.APIKey != "" {
+		s.auth = true
+		s.keyHash = sha256.Sum256([]byte(opts.APIKey))
+	}
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	s.devNull = devNull
+	s.reaper = opts.Reaper
+	if s.reaper == nil {
+		r, err := reap.New(reap.Options{})
+		if err != nil {
+			devNull.Close()
+			return nil, fmt.Errorf("start reaper: %w", err)
+		}
+		s.reaper, s.ownReap = r, true
+	}
+	s.procs.byID = make(map[string]*process)
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.active.Store(s.started.UnixNano())
+	s.handler = s.buildHandler()
+	return s, nil
+}
+
+// Reaper returns the Reaper through which every process must be started.
+func (s *Server) Reaper() *reap.Reaper { return s.reaper }
+
+// Handler returns the HTTP handler of the API (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Routes returns the route table.
+func (s *Server) Routes() []Route { return s.routes() }
+
+// routes lists every route of the API. Handlers of other packages (bash
+// sessions, files, editor, OpenHands compatibility) are added here.
+func (s *Server) routes() []Route {
+	return []Route{
+		{Method: "GET", Path: "/alive", Public: true, Quiet: true, Summary: "liveness", Handler: s.handleAlive},
+		{Method: "GET", Path: "/v1/info", Quiet: true, Summary: "executor and sandbox information", Handler: s.handleInfo},
+		{Method: "GET", Path: "/v1/processes", Summary: "list processes", Handler: s.handleList},
+		{Method: "POST", Path: "/v1/processes", Summary: "start a process (wait, stream or background)", Handler: s.handleStart},
+		{Method: "GET", Path: "/v1/processes/{id}", Summary: "process status", Handler: s.handleGet},
+		{Method: "DELETE", Path: "/v1/processes/{id}", Summary: "kill if running and forget a process", Handler: s.handleDelete},
+		{Method: "GET", Path: "/v1/processes/{id}/output", Summary: "read or follow a background process's output", Handler: s.handleOutput},
+		{Method: "POST", Path: "/v1/processes/{id}/stdin", Summary: "write to or close a process's stdin", Handler: s.handleStdin},
+		{Method: "POST", Path: "/v1/processes/{id}/signal", Summary: "signal a process (group)", Handler: s.handleSignal},
+		{Method: "POST", Path: "/v1/processes/{id}/wait", Summary: "wait for a process to exit", Handler: s.handleWait},
+	}
+}
+
+func (s *Server) buildHandler() http.Handler {
+	mux := http.NewServeMux()
+	allow := map[string][]string{}
+	var paths []string
+	for _, rt := range s.routes() {
+		mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
+		if _, ok := allow[rt.Path]; !ok {
+			paths = append(paths, rt.Path)
+		}
+		allow[rt.Path] = append(allow[rt.Path], rt.Method)
+	}
+	// The bare ServeMux answers 404 and 405 in plain text: answer them in
+	// JSON (still behind auth, so the API surface is not probed for free).
+	for _, p := range paths {
+		methods := strings.Join(allow[p], ", ")
+		mux.Handle(p, s.wrap(Route{Path: p, Handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", methods)
+			writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
+				fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, p, methods))
+		}}))
+	}
+	mux.Handle("/", s.wrap(Route{Path: "/", Handler: func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	}}))
+	return mux
+}
+
+// wrap adds auth, activity tracking and panic recovery to a route.
+func (s *Server) wrap(rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !rt.Public && s.auth && !s.authorized(r) {
+			writeError(w, http.StatusForbidden, api.CodeForbidden, "missing or wrong "+api.APIKeyHeader)
+			return
+		}
+		if !rt.Quiet {
+			s.touch()
+			defer s.touch()
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+				writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
+			}
+		}()
+		rt.Handler(w, r)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	got := sha256.Sum256([]byte(r.Header.Get(api.APIKeyHeader)))
+	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
+}
+
+func (s *Server) touch() { s.active.Store(time.Now().UnixNano()) }
+
+// Serve answers on ln until ctx is done or Close is called, then stops
+// accepting, gives open requests a moment and closes them. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	case <-s.baseCtx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Close kills every process the Server started (process groups, SIGKILL),
+// ends the requests in flight and releases the Server's resources. It does
+// not wait for the kills to be reaped.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		for _, p := range s.procs.all() {
+			p.kill()
+		}
+		if s.ownReap {
+			s.reaper.Close()
+		}
+		s.devNull.Close()
+	})
+	return nil
+}
+
+// withoutEnv drops the variables named name from env.
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// readAllLimit reads a request body up to the server's limit.
+func (s *Server) body(w http.ResponseWriter, r *http.Request) io.Reader {
+	return http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBody)
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
