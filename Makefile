@@ -53,9 +53,9 @@ DPKG_EXCLUDES := --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclu
                  --dpkgopt='path-exclude=/usr/share/info/*'
 $(CACHE)/default-rootfs.tar:
 	@mkdir -p $(CACHE)
-	mmdebstrap --quiet --variant=minbase --include=bash,coreutils,python3,procps,ca-certificates,less \
-		$(DPKG_EXCLUDES) $(DEB_SUITE) $@.tmp $(DEB_MIRROR)
-	mv $@.tmp $@
+	mmdebstrap --quiet --format=tar --variant=minbase --include=bash,coreutils,python3,procps,ca-certificates,less \
+		$(DPKG_EXCLUDES) $(DEB_SUITE) $(CACHE)/.default-rootfs.partial.tar $(DEB_MIRROR)
+	mv $(CACHE)/.default-rootfs.partial.tar $@
 
 $(BIN)/default-image.oci.tar: $(CACHE)/default-rootfs.tar internal/testimage/testimage.go
 	@mkdir -p $(BIN)

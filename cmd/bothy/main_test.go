@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// The test binary is also the launcher, the container init and, with
+// BOTHY_TEST_CLI set, the bothy CLI itself.
+func TestMain(m *testing.M) {
+	launch.Reexec()
+	if os.Getenv("BOTHY_TEST_CLI") != "" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type cli struct {
+	t    *testing.T
+	root string
+}
+
+func newCLI(t *testing.T) *cli {
+	t.Setenv("BOTHY_EXECUTOR", testenv.Executor(t))
+	t.Setenv("BOTHY_DEFAULT_IMAGE", testenv.BusyboxArchive(t))
+	c := &cli{t: t, root: testenv.ShortTempDir(t)}
+	t.Cleanup(func() {
+		out, _, _ := c.run("", "ps", "-a", "--format", "json")
+		var list []sandbox.Sandbox
+		_ = json.Unmarshal([]byte(out), &list)
+		for _, sb := range list {
+			c.run("", "rm", "-f", sb.ID)
+		}
+	})
+	return c
+}
+
+// run runs bothy in-process and returns stdout, stderr and the exit code.
+func (c *cli) run(stdin string, args ...string) (string, string, int) {
+	c.t.Helper()
+	root := newRoot()
+	var stdout, stderr bytes.Buffer
+	root.SetArgs(append([]string{"--root", c.root}, args...))
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	err := root.ExecuteContext(context.Background())
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.code
+	case err != nil:
+		return stdout.String(), stderr.String() + err.Error(), 1
+	}
+	return stdout.String(), stderr.String(), 0
+}
+
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run("", args...)
+	if code != 0 {
+		c.t.Fatalf("bothy %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+func TestImages(t *testing.T) {
+	c := newCLI(t)
+	rootfs := filepath.Join(t.TempDir(), "rootfs.tar")
+	f, err := os.Create(rootfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testimage.BusyboxTar(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	digest := strings.TrimSpace(c.ok("import", rootfs, "mybox:1"))
+	if !strings.HasPrefix(digest, "sha256:") {
+		t.Fatalf("import printed %q, want a digest", digest)
+	}
+	c.ok("pull", "-q", "oci-archive:"+testenv.BusyboxArchive(t))
+	var imgs []struct {
+		Names  []string
+		Digest string
+	}
+	if err := json.Unmarshal([]byte(c.ok("images", "--format", "json")), &imgs); err != nil {
+		t.Fatal(err)
+	}
+	if len(imgs) != 2 {
+		t.Fatalf("images: %+v, want 2", imgs)
+	}
+	if table := c.ok("images"); !strings.Contains(table, "localhost/mybox") || !strings.Contains(table, "IMAGE ID") {
+		t.Errorf("images table:\n%s", table)
+	}
+	// The imported image runs.
+	if out := c.ok("run", "--rm", "mybox:1", "--", "echo", "imported"); out != "imported\n" {
+		t.Errorf("run on imported image: %q", out)
+	}
+	c.ok("rmi", "mybox:1")
+	if _, errOut, code := c.run("", "run", "--rm", "mybox:1", "--", "true"); code == 0 || !strings.Contains(errOut, "bothy pull") {
+		t.Errorf("run on a removed image: exit %d, %q", code, errOut)
+	}
+	if out := c.ok("image", "prune"); !strings.HasPrefix(out, "freed ") || strings.HasPrefix(out, "freed 0 B") {
+		t.Errorf("image prune: %q", out)
+	}
+}
+
+func TestRunExecLifecycle(t *testing.T) {
+	c := newCLI(t)
+	// Without an image: the default image. Output streams and the exit code is the command's.
+	out, errOut, code := c.run("", "run", "--rm", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	if out != "out\n" || errOut != "err\n" || code != 3 {
+		t.Errorf("run: stdout %q stderr %q code %d", out, errOut, code)
+	}
+	id := strings.TrimSpace(c.ok("run", "-d", "--name", "box", "-e", "A=1", "-w", "/tmp"))
+	if len(id) != 32 {
+		t.Fatalf("run -d printed %q, want an ID", id)
+	}
+	if out := c.ok("exec", "box", "--", "sh", "-c", "echo $A; pwd"); out != "1\n/tmp\n" {
+		t.Errorf("exec: %q", out)
+	}
+	if out, _, code := c.run("ping\n", "exec", "-i", "box", "--", "cat"); out != "ping\n" || code != 0 {
+		t.Errorf("exec -i cat: %q %d", out, code)
+	}
+	var list []sandbox.Sandbox
+	if err := json.Unmarshal([]byte(c.ok("ps", "--format", "json")), &list); err != nil || len(list) != 1 || list[0].Name != "box" || list[0].Status != sandbox.StatusRunning {
+		t.Fatalf("ps: %+v %v", list, err)
+	}
+	var inspected []sandbox.Sandbox
+	if err := json.Unmarshal([]byte(c.ok("inspect", id[:8])), &inspected); err != nil || inspected[0].Socket == "" {
+		t.Fatalf("inspect: %+v %v", inspected, err)
+	}
+	if _, err := os.Stat(inspected[0].Socket); err != nil {
+		t.Errorf("inspect's socket path: %v", err)
+	}
+	if _, errOut, code := c.run("", "rm", "box"); code == 0 || !strings.Contains(errOut, "--force") {
+		t.Errorf("rm of a running sandbox: exit %d %q", code, errOut)
+	}
+	c.ok("stop", "box")
+	if out := c.ok("ps"); strings.Contains(out, "box") {
+		t.Errorf("ps lists a stopped sandbox:\n%s", out)
+	}
+	if out := c.ok("ps", "-a"); !strings.Contains(out, "exited") {
+		t.Errorf("ps -a:\n%s", out)
+	}
+	if _, errOut, code := c.run("", "exec", "box", "--", "true"); code == 0 || !strings.Contains(errOut, "exited") {
+		t.Errorf("exec in a stopped sandbox: exit %d %q", code, errOut)
+	}
+	c.ok("rm", "box")
+	if out := c.ok("ps", "-a", "--format", "json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("ps -a after rm: %s", out)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	c := newCLI(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "nosuch", "--", "true"}, "no such sandbox"},
+		{[]string{"run", "--rm", "no/such:image", "--", "true"}, "not found"},
+		{[]string{"run", "--network", "bridge", "--", "true"}, "unknown network mode"},
+		{[]string{"ps", "--format", "yaml"}, "unknown format"},
+		{[]string{"run"}, "nothing to run"},
+		{[]string{"pull", "nosuchtransport:foo"}, "transport"},
+	} {
+		_, errOut, code := c.run("", tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bothy %s: exit %d, stderr %q, want %q", strings.Join(tc.args, " "), code, errOut, tc.want)
+		}
+	}
+}
+
+// A bothy killed while its launcher runs leaves a record that prune removes.
+func TestKilledMidCreate(t *testing.T) {
+	c := newCLI(t)
+	hang := filepath.Join(t.TempDir(), "hang")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "--root", c.root, "run", "-d", "--name", "half")
+	cmd.Env = append(os.Environ(), "BOTHY_TEST_CLI=1", "BOTHY_INIT="+hang)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the launcher is recorded, then kill the CLI outright.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _, _ := c.run("", "ps", "-a", "--format", "json")
+		if strings.Contains(out, `"launcher_pid"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the launcher never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	var list []sandbox.Sandbox
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_ = json.Unmarshal([]byte(c.ok("ps", "-a", "--format", "json")), &list)
+		if len(list) == 1 && list[0].Status == sandbox.StatusExited {
+			break // the launcher died with its parent
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("half-created sandbox: %+v", list)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := c.ok("prune"); !strings.Contains(out, list[0].ID) {
+		t.Errorf("prune: %q", out)
+	}
+	entries, _ := os.ReadDir(filepath.Join(c.root, "run", "sb"))
+	uppers, _ := os.ReadDir(filepath.Join(c.root, "data", "sandboxes"))
+	if len(entries)+len(uppers) != 0 {
+		t.Errorf("left behind: %d state dirs, %d upper dirs", len(entries), len(uppers))
+	}
+	// The name is free again.
+	c.ok("run", "--rm", "--name", "half", "--", "true")
+}

@@ -1,0 +1,90 @@
+// Package testenv gives tests the real pieces a sandbox needs: the busybox
+// image built from Debian's busybox-static, and the static executor binary.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/bothy-sandbox/bothy/internal/testimage"
+)
+
+var (
+	once sync.Once
+	dir  string
+	err  error
+)
+
+// moduleRoot is the repository root, found from this file's location.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func setup() {
+	dir, err = os.MkdirTemp("", "bothy-fixtures-")
+	if err != nil {
+		return
+	}
+	if err = testimage.BusyboxArchive(filepath.Join(dir, "busybox.oci.tar"), "busybox:latest"); err != nil {
+		return
+	}
+	if os.Getenv("BOTHY_EXECUTOR") != "" {
+		return
+	}
+	// Outside `make test`: build the executor the way the Makefile does.
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bothy-executor"), "./cmd/bothy-executor")
+	build.Dir = moduleRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // it runs in images without a libc
+	if out, berr := build.CombinedOutput(); berr != nil {
+		err = fmt.Errorf("build executor (or set BOTHY_EXECUTOR, as make test does): %v: %s", berr, out)
+	}
+}
+
+func fixtures(t testing.TB) {
+	t.Helper()
+	once.Do(setup)
+	if err != nil {
+		if strings.Contains(err.Error(), "busybox-static") {
+			t.Skipf("requires busybox-static (make setup): %v", err)
+		}
+		t.Fatal(err)
+	}
+}
+
+// BusyboxArchive returns the path of an OCI archive holding busybox:latest.
+func BusyboxArchive(t testing.TB) string {
+	fixtures(t)
+	return filepath.Join(dir, "busybox.oci.tar")
+}
+
+// Executor returns the path of a static bothy-executor.
+func Executor(t testing.TB) string {
+	fixtures(t)
+	if p := os.Getenv("BOTHY_EXECUTOR"); p != "" {
+		return p
+	}
+	return filepath.Join(dir, "bothy-executor")
+}
+
+// ShortTempDir returns a fresh directory with a short path (executor sockets
+// must fit in the 108-byte sun_path) that is removed after the test, even
+// when it holds read-only directories.
+func ShortTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "bt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("chmod", "-R", "u+rwX", d).Run()
+		_ = os.RemoveAll(d)
+	})
+	return d
+}
