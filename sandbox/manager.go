@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/netns"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/rootfs"
 )
@@ -132,9 +134,11 @@ type CreateOptions struct {
 
 // Create starts a sandbox and returns once its executor answers.
 func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
-	if opts.Network == "" {
-		opts.Network = NetworkNone
+	network, err := netns.Parse(opts.Network)
+	if err != nil {
+		return nil, err
 	}
+	opts.Network = string(network)
 	if opts.Name != "" {
 		if err := validateName(opts.Name); err != nil {
 			return nil, err
@@ -200,7 +204,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if hostname == "" || len(hostname) > 63 {
 		hostname = id[:12]
 	}
-	if err := writeEtc(filepath.Join(dir, "etc"), hostname, opts.Network); err != nil {
+	if err := writeEtc(filepath.Join(dir, "etc"), netns.EtcFiles(network, hostname)); err != nil {
 		return nil, err
 	}
 	workdir := opts.Workdir
@@ -217,7 +221,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	spec, err := buildSpec(specInput{
 		ID: id, Hostname: hostname, Rootfs: filepath.Join(dir, "rootfs"), Rootless: m.rootless,
-		Network: opts.Network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
+		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
 	})
 	if err != nil {
@@ -383,7 +387,7 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 		}
 		out = append(out, sb)
 	}
-	sortNewestFirst(out)
+	slices.SortFunc(out, func(a, b *Sandbox) int { return b.Created.Compare(a.Created) })
 	return out, nil
 }
 
@@ -533,15 +537,8 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
-func writeEtc(dir, hostname, network string) error {
-	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n"
-	resolv := ""
-	if network == NetworkHost {
-		if data, err := os.ReadFile("/etc/resolv.conf"); err == nil {
-			resolv = string(data)
-		}
-	}
-	for name, content := range map[string]string{"hosts": hosts, "hostname": hostname + "\n", "resolv.conf": resolv} {
+func writeEtc(dir string, files map[string]string) error {
+	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("write /etc/%s: %w", name, err)
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/bothy-sandbox/bothy/netns"
 )
 
 // Paths inside every sandbox.
@@ -18,10 +20,10 @@ const (
 	SocketDir = "/.bothy/run"
 )
 
-// Network modes.
+// Network modes, as netns names them.
 const (
-	NetworkNone = "none" // a network namespace with loopback only, up
-	NetworkHost = "host" // the host's network namespace
+	NetworkNone = string(netns.None)
+	NetworkHost = string(netns.Host)
 )
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -31,7 +33,7 @@ type specInput struct {
 	ID, Hostname string
 	Rootfs       string
 	Rootless     bool
-	Network      string
+	Network      netns.Mode
 	Env          []string // image env, then the user's
 	Workdir      string
 	Executor     string // host path of the executor binary
@@ -44,11 +46,6 @@ type specInput struct {
 // and read-only paths, the default capability set, no_new_privs), adjusted
 // for rootless operation and the executor's mounts.
 func buildSpec(in specInput) (*specs.Spec, error) {
-	switch in.Network {
-	case NetworkNone, NetworkHost:
-	default:
-		return nil, fmt.Errorf("unknown network mode %q: use %q or %q", in.Network, NetworkNone, NetworkHost)
-	}
 	spec := specconv.Example()
 	spec.Root = &specs.Root{Path: in.Rootfs}
 	spec.Hostname = in.Hostname
@@ -82,19 +79,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	} else {
 		spec.Linux.CgroupsPath = "/bothy/" + in.ID
 	}
-	if in.Network == NetworkNone {
-		if !slices.ContainsFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool { return ns.Type == specs.NetworkNamespace }) {
-			spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
-		}
-		if in.Rootless {
-			// The sandbox owns its network namespace: sysfs can be mounted.
-			restoreSysfs(spec)
-		}
-	} else {
-		spec.Linux.Namespaces = slices.DeleteFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool {
-			return ns.Type == specs.NetworkNamespace
-		})
-	}
+	netns.Apply(spec, in.Network, in.Rootless)
 
 	spec.Mounts = append(spec.Mounts,
 		specs.Mount{Destination: ExecutorPath, Type: "bind", Source: in.Executor, Options: []string{"bind", "ro", "nosuid", "nodev"}},
@@ -104,14 +89,6 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: filepath.Join(in.EtcDir, "resolv.conf"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	)
 	return spec, nil
-}
-
-func restoreSysfs(spec *specs.Spec) {
-	for i, m := range spec.Mounts {
-		if m.Destination == "/sys" {
-			spec.Mounts[i] = specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}}
-		}
-	}
 }
 
 // mergeEnv keeps the last value of each variable, in first-seen order.

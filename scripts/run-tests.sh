@@ -37,7 +37,8 @@ for bin in "$dir"/*.test; do
 	else
 		echo "ok    $name (${secs}s, $p passed, $s skipped)"
 	fi
-	grep -A1 -- '^\s*--- SKIP' "$log" | grep -v -- '^--$' | sed 's/^/      /'
+	# Each skip with its reason (go test -v prints the reason just before).
+	awk '/^[[:space:]]*--- SKIP/ { sub(/^[[:space:]]*/, ""); print "      " $0 " —" prev } { if ($0 ~ /_test\.go:[0-9]+:/) { prev = $0; sub(/^[[:space:]]*/, " ", prev) } }' "$log"
 done
 echo "$pass passed, $fail failed, $skip skipped"
 [ ${#failed_pkgs[@]} -eq 0 ]
