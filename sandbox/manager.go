@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/netns"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/rootfs"
@@ -134,6 +135,7 @@ type CreateOptions struct {
 
 // Create starts a sandbox and returns once its executor answers.
 func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
+	trace.Mark("bothy", "create")
 	network, err := netns.Parse(opts.Network)
 	if err != nil {
 		return nil, err
@@ -163,6 +165,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	trace.Mark("bothy", "image resolved, layers ready")
 
 	id := newID()
 	if opts.Name != "" {
@@ -241,10 +244,12 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
 		return nil, err
 	}
+	trace.Mark("bothy", "bundle written")
 	pid, err := m.runLauncher(ctx, sb, dir)
 	if err != nil {
 		return nil, err
 	}
+	trace.Mark("bothy", "launcher reported")
 	start, _, err := procStart(pid)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s exited at once; see %s", id[:12], req.Log)
@@ -269,6 +274,9 @@ func (m *Manager) runLauncher(ctx context.Context, sb *Sandbox, dir string) (int
 	cmd := exec.CommandContext(ctx, m.opts.Init, launch.Arg, filepath.Join(dir, "launch.json"))
 	cmd.ExtraFiles = []*os.File{reportW}
 	cmd.Stderr = &stderr
+	if trace.Enabled() {
+		cmd.Stderr = os.Stderr
+	}
 	cmd.Env = launcherEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
 	if m.rootless {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
+
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -120,6 +122,7 @@ func launch(reqPath string) (int, error) {
 	if err := mountOverlay(req.OverlayDir, spec.Root.Path, req.Overlay); err != nil {
 		return 0, err
 	}
+	trace.Mark("launcher", "overlay mounted")
 
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:      req.ID,
@@ -183,11 +186,13 @@ func start(container *libcontainer.Container, spec *specs.Spec, req Request) (in
 		Init:            true,
 		NoNewPrivileges: &p.NoNewPrivileges,
 	}
+	trace.Mark("launcher", "container created")
 	err = container.Run(process)
 	readyW.Close()
 	if err != nil {
 		return 0, fmt.Errorf("start executor: %w", err)
 	}
+	trace.Mark("launcher", "container running (libcontainer Run)")
 	pid, err := process.Pid()
 	if err != nil {
 		return 0, err
@@ -195,6 +200,7 @@ func start(container *libcontainer.Container, spec *specs.Spec, req Request) (in
 	if err := waitReady(readyR, req.ReadyTimeout); err != nil {
 		return 0, fmt.Errorf("%w: %s", err, logTail(req.Log))
 	}
+	trace.Mark("launcher", "executor ready")
 	return pid, nil
 }
 
