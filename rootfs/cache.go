@@ -1,7 +1,9 @@
 package rootfs
 
 import (
+	// Registers sha256 with go-digest: the diff IDs this package verifies.
 	"context"
+	_ "crypto/sha256"
 	"errors"
 	"fmt"
 	"io"

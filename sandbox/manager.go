@@ -22,7 +22,6 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/netns"
 	"github.com/bothy-sandbox/bothy/oci"
-	"github.com/bothy-sandbox/bothy/rootfs"
 )
 
 // DefaultImage is the name the embedded default image is imported under.
@@ -44,16 +43,19 @@ type Options struct {
 	DefaultArchive string
 	// Progress receives pull and import progress; nil discards it.
 	Progress io.Writer
+	// UserNS chooses the rootless id mapping: "" (subordinate ids when
+	// /etc/subuid and newuidmap allow, else single), "single" or "subid".
+	// Default: $BOTHY_USERNS.
+	UserNS string
 }
 
 // Manager creates and finds sandboxes. It holds no state of its own beyond
 // open handles: everything is on disk.
 type Manager struct {
-	opts     Options
-	paths    Paths
-	rootless bool
-	store    *oci.Store
-	layers   *rootfs.Cache
+	opts    Options
+	paths   Paths
+	mapping launch.Mapping
+	store   *oci.Store
 }
 
 // Open prepares the directories and returns a Manager.
@@ -88,12 +90,14 @@ func Open(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	rootless := os.Geteuid() != 0
-	cache, err := rootfs.OpenCache(opts.Paths.Layers(), rootfs.UnpackOptions{Rootless: rootless})
+	if opts.UserNS == "" {
+		opts.UserNS = os.Getenv("BOTHY_USERNS")
+	}
+	mapping, err := launch.ChooseMapping(opts.UserNS)
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{opts: opts, paths: opts.Paths, rootless: rootless, store: store, layers: cache}, nil
+	return &Manager{opts: opts, paths: opts.Paths, mapping: mapping, store: store}, nil
 }
 
 func firstExisting(paths ...string) string {
@@ -113,6 +117,19 @@ func (m *Manager) Store() *oci.Store { return m.store }
 
 // Paths are the manager's directories.
 func (m *Manager) Paths() Paths { return m.paths }
+
+// Mapping is the user namespace mapping new sandboxes get.
+func (m *Manager) Mapping() launch.Mapping { return m.mapping }
+
+// LayerDir is the layer cache for the manager's mapping: layers are owned
+// differently under each, so each has its own.
+func (m *Manager) LayerDir() string {
+	name := m.mapping.Mode
+	if m.mapping.Mode == launch.MapSubID {
+		name = fmt.Sprintf("subid-%d-%d", m.mapping.UIDs[1].HostID, m.mapping.UIDs[1].Size)
+	}
+	return filepath.Join(m.paths.Layers(), name)
+}
 
 // CreateOptions describe a new sandbox.
 type CreateOptions struct {
@@ -149,23 +166,22 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if m.opts.Executor == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
 	}
-	// Keep a concurrent image prune from deleting blobs between resolving
-	// the image and extracting its layers.
+	// Keep a concurrent image prune from deleting blobs until the launcher
+	// has extracted the layers.
 	release, err := m.store.Hold(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	img, err := m.image(ctx, opts.Image)
 	if err != nil {
-		release()
 		return nil, err
 	}
-	lowers, err := m.prepareLayers(ctx, img)
-	release()
+	layers, err := m.layerRefs(img)
 	if err != nil {
 		return nil, err
 	}
-	trace.Mark("bothy", "image resolved, layers ready")
+	trace.Mark("bothy", "image resolved")
 
 	id := newID()
 	if opts.Name != "" {
@@ -177,7 +193,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	upperRoot := m.paths.upperRoot(id)
 	defer func() {
 		if err != nil {
-			_ = m.cleanup(id, opts.Name)
+			_ = m.cleanup(id, opts.Name, m.mapping)
 		}
 	}()
 	for _, d := range []string{dir, filepath.Join(dir, socketDir), filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
@@ -196,7 +212,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	sb = &Sandbox{
 		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
-		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.rootless,
+		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
 		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
 	}
 	if err := writeState(dir, sb); err != nil {
@@ -223,7 +239,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		env = append(env, "BOTHY_API_KEY="+opts.APIKey)
 	}
 	spec, err := buildSpec(specInput{
-		ID: id, Hostname: hostname, Rootfs: filepath.Join(dir, "rootfs"), Rootless: m.rootless,
+		ID: id, Hostname: hostname, Rootfs: filepath.Join(dir, "rootfs"), Rootless: sb.Rootless,
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
 	})
@@ -233,13 +249,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := writeJSON(filepath.Join(dir, "config.json"), spec); err != nil {
 		return nil, err
 	}
-	overlay, err := rootfs.OverlayOptions(lowers, filepath.Join(upperRoot, "upper"), filepath.Join(upperRoot, "work"), m.rootless)
-	if err != nil {
-		return nil, err
-	}
 	req := launch.Request{
-		ID: id, Bundle: dir, Overlay: overlay, StateRoot: filepath.Join(dir, "libcontainer"),
-		Log: filepath.Join(dir, "executor.log"), Rootless: m.rootless, ReadyTimeout: opts.ReadyTimeout,
+		ID: id, Bundle: dir, Layers: layers, LayerCache: m.LayerDir(),
+		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping,
+		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
 	}
 	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
 		return nil, err
@@ -274,18 +287,15 @@ func (m *Manager) runLauncher(ctx context.Context, sb *Sandbox, dir string) (int
 	cmd := exec.CommandContext(ctx, m.opts.Init, launch.Arg, filepath.Join(dir, "launch.json"))
 	cmd.ExtraFiles = []*os.File{reportW}
 	cmd.Stderr = &stderr
+	// A killed launcher's stray descendants must not hold Wait on its
+	// stderr pipe.
+	cmd.WaitDelay = time.Second
 	if trace.Enabled() {
 		cmd.Stderr = os.Stderr
 	}
 	cmd.Env = launcherEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
-	if m.rootless {
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
-	}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := launch.Start(cmd, m.mapping); err != nil {
 		reportW.Close()
 		return 0, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
 	}
@@ -354,22 +364,21 @@ func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 	return img, nil
 }
 
-// prepareLayers extracts each layer once and returns the lower directories,
-// top-most first.
-func (m *Manager) prepareLayers(ctx context.Context, img *oci.Image) ([]string, error) {
-	lowers := make([]string, len(img.Layers))
-	for i, l := range img.Layers {
-		blob := l.Digest
-		dir, err := m.layers.Get(ctx, l.DiffID, func() (io.ReadCloser, error) { return m.store.OpenBlob(blob) })
-		if err != nil {
-			return nil, fmt.Errorf("prepare layer %s: %w", l.Digest, err)
-		}
-		lowers[len(img.Layers)-1-i] = dir
-	}
-	if len(lowers) == 0 {
+// layerRefs lists the image's layers, bottom first, with their blob files:
+// the launcher extracts them inside the sandbox's user namespace.
+func (m *Manager) layerRefs(img *oci.Image) ([]launch.Layer, error) {
+	if len(img.Layers) == 0 {
 		return nil, errors.New("image has no layers")
 	}
-	return lowers, nil
+	layers := make([]launch.Layer, len(img.Layers))
+	for i, l := range img.Layers {
+		blob, err := m.store.BlobPath(l.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
+		}
+		layers[i] = launch.Layer{DiffID: l.DiffID, Blob: blob}
+	}
+	return layers, nil
 }
 
 // Get finds a sandbox by name, ID or unique ID prefix.
@@ -420,7 +429,7 @@ func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) err
 
 func stopProcess(pid int, start uint64, grace time.Duration) error {
 	if !alive(pid, start) {
-		reapIfChild(pid)
+		reapIfChild(pid, start)
 		return nil
 	}
 	if grace > 0 {
@@ -468,18 +477,20 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 			return err
 		}
 	}
-	return m.cleanup(id, sb.Name)
+	return m.cleanup(id, sb.Name, sb.IDMap)
 }
 
 // cleanup removes what a sandbox left: its cgroup, its directories, its name.
 // Each step runs even when an earlier one failed.
-func (m *Manager) cleanup(id, name string) error {
+func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
 	dir := m.paths.dir(id)
 	var errs []error
-	if !m.rootless {
+	if mapping.Mode == launch.MapHost {
 		errs = append(errs, destroyCgroups(filepath.Join(dir, "libcontainer"), id))
 	}
-	errs = append(errs, removeTree(m.paths.upperRoot(id)), removeTree(dir))
+	// Files the sandbox wrote may belong to subordinate ids: removed from
+	// inside a namespace with the same mapping.
+	errs = append(errs, launch.RemoveAs(m.opts.Init, mapping, m.paths.upperRoot(id)), launch.RemoveTree(dir))
 	m.paths.releaseName(name, id)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", id[:12], err)
@@ -550,25 +561,6 @@ func writeEtc(dir string, files map[string]string) error {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("write /etc/%s: %w", name, err)
 		}
-	}
-	return nil
-}
-
-// removeTree removes a directory tree, first making directories writable:
-// overlay work directories and extracted layers may hold mode-000 dirs.
-func removeTree(dir string) error {
-	err := os.RemoveAll(dir)
-	if err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(path, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	return nil
 }

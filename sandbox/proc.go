@@ -78,7 +78,7 @@ func waitGone(pid int, start uint64, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for delay := 200 * time.Microsecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		if !alive(pid, start) {
-			reapIfChild(pid)
+			reapIfChild(pid, start)
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -88,10 +88,16 @@ func waitGone(pid int, start uint64, timeout time.Duration) bool {
 	}
 }
 
-// reapIfChild collects pid's exit status when it is our child (the CLI is a
-// child subreaper while it waits on a sandbox it started), so no zombie is
-// left behind. It never blocks and never touches other processes.
-func reapIfChild(pid int) {
+// reapIfChild collects the exit status of the process named by pid and start
+// time when it is a zombie child of ours (a waiting `bothy run` is a child
+// subreaper, so the sandbox's PID 1 is re-parented to it), so no zombie is
+// left behind. Pids are recycled: a pid alone could name another child,
+// whose status must not be stolen.
+func reapIfChild(pid int, start uint64) {
+	got, zombie, err := procStart(pid)
+	if err != nil || got != start || !zombie {
+		return
+	}
 	var ws unix.WaitStatus
 	_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,10 +28,16 @@ func TestMain(m *testing.M) {
 
 // newManager returns a manager over fresh directories with busybox imported.
 func newManager(t *testing.T) *sandbox.Manager {
+	return newManagerNS(t, "")
+}
+
+// newManagerNS returns a manager whose rootless sandboxes use the given
+// user namespace mode ("" for the best available).
+func newManagerNS(t *testing.T, userns string) *sandbox.Manager {
 	t.Helper()
 	root := testenv.ShortTempDir(t)
 	self, _ := os.Executable()
-	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: testenv.Executor(t), Init: self})
+	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: testenv.Executor(t), Init: self, UserNS: userns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +178,12 @@ func TestSecondSandboxSharesLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layers := dirSize(t, m.Paths().Layers())
+	layers := dirSize(t, m.LayerDir())
 	b, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := dirSize(t, m.Paths().Layers()); after != layers {
+	if after := dirSize(t, m.LayerDir()); after != layers {
 		t.Errorf("layer cache grew from %d to %d bytes for a second sandbox", layers, after)
 	}
 	if n := dirSize(t, b.UpperDir); n > 64<<10 {
@@ -282,8 +289,12 @@ func TestConcurrentSandboxes(t *testing.T) {
 // A launcher that dies mid-create leaves a record that rm -f and prune clean.
 func TestLauncherKilledMidCreate(t *testing.T) {
 	m := newManager(t)
+	// An init that hangs as the launcher and is the real one otherwise (it
+	// also removes files under a subordinate-id mapping).
+	self, _ := os.Executable()
 	hang := filepath.Join(t.TempDir(), "hang")
-	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+	script := "#!/bin/sh\ncase \"$1\" in " + launch.Arg + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
+	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: testenv.Executor(t), Init: hang})
@@ -298,6 +309,9 @@ func TestLauncherKilledMidCreate(t *testing.T) {
 	// Create cleaned up after itself.
 	if list, _ := m.List(context.Background()); len(list) != 0 {
 		t.Errorf("failed create left %d sandboxes", len(list))
+	}
+	if uppers, _ := os.ReadDir(filepath.Join(m.Paths().Data, "sandboxes")); len(uppers) != 0 {
+		t.Errorf("failed create left %d upper directories", len(uppers))
 	}
 }
 
@@ -323,5 +337,55 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := m.Get(ctx, "nosuch"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Get(nosuch) = %v", err)
+	}
+}
+
+// Ownership inside matches the mapping: real ids as root, the image's ids
+// under a subordinate range, root for everything under a single-id mapping.
+// Removal works in every case, even for files owned by subordinate ids.
+func TestIDMapping(t *testing.T) {
+	modes := []string{""}
+	if os.Geteuid() != 0 {
+		modes = []string{launch.MapSingle, launch.MapSubID}
+	}
+	for _, mode := range modes {
+		t.Run("mode="+mode, func(t *testing.T) {
+			m := newManagerNS(t, mode)
+			want := "1000:1000"
+			switch m.Mapping().Mode {
+			case launch.MapSingle:
+				want = "0:0"
+			case launch.MapSubID:
+			case launch.MapHost:
+			}
+			ctx := context.Background()
+			sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := run(t, sb, "stat -c %u:%g /home/user"); got != want {
+				t.Errorf("%s mapping: /home/user owned by %s, want %s", m.Mapping().Mode, got, want)
+			}
+			// A file the sandbox gives to uid 1000 lands in the upper dir
+			// owned by the host id that 1000 maps to.
+			_, errOut := client.New(sb.Socket).Run(ctx, api.RunRequest{Cmd: "touch /tmp/f && chown 1000:1000 /tmp/f && mkdir -p /tmp/d/e && chown -R 1000 /tmp/d && chmod 500 /tmp/d", Wait: true})
+			if errOut != nil {
+				t.Fatal(errOut)
+			}
+			if m.Mapping().Mode == launch.MapSubID {
+				st, err := os.Stat(filepath.Join(sb.UpperDir, "tmp", "f"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantUID := m.Mapping().UIDs[1].HostID + 999
+				if uid := st.Sys().(*syscall.Stat_t).Uid; uid != wantUID {
+					t.Errorf("upper file owned by host uid %d, want %d", uid, wantUID)
+				}
+			}
+			if err := m.Remove(ctx, sb.ID, true); err != nil {
+				t.Fatal(err)
+			}
+			assertGone(t, m, sb)
+		})
 	}
 }

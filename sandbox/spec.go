@@ -26,6 +26,13 @@ const (
 	NetworkHost = string(netns.Host)
 )
 
+// defaultCaps is the capability set of Docker and Podman's default profile.
+var defaultCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // specInput is what a bundle is generated from.
@@ -60,6 +67,11 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		return nil, fmt.Errorf("working directory %q must be absolute", in.Workdir)
 	}
 	spec.Process.NoNewPrivileges = true
+	// Docker's default set: root in the sandbox can chown, install packages
+	// and drop privileges, but not mount, load modules or trace the host.
+	spec.Process.Capabilities = &specs.LinuxCapabilities{
+		Bounding: defaultCaps, Effective: defaultCaps, Permitted: defaultCaps,
+	}
 	// The executor answers; it must not die first when memory runs out.
 	// Lowering the score needs CAP_SYS_RESOURCE, which rootless callers (and
 	// root on some hosts) lack.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
 )
 
 // Status is a sandbox's life-cycle state as seen from the host.
@@ -50,6 +52,7 @@ type Sandbox struct {
 	PidStart    uint64            `json:"pid_start,omitempty"`
 	Network     string            `json:"network"`
 	Rootless    bool              `json:"rootless"`
+	IDMap       launch.Mapping    `json:"idmap"`
 	Cmd         []string          `json:"cmd,omitempty"`
 	Env         []string          `json:"env,omitempty"`
 	Workdir     string            `json:"workdir,omitempty"`

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 
 	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/rootfs"
+	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -36,18 +39,46 @@ type Request struct {
 	ID string `json:"id"`
 	// Bundle holds config.json; its root.path is where the overlay goes.
 	Bundle string `json:"bundle"`
-	// Overlay mount data (lowerdir=…,upperdir=…,workdir=…[,userxattr]).
-	// Relative lowerdir paths are relative to OverlayDir.
-	Overlay    string `json:"overlay"`
-	OverlayDir string `json:"overlay_dir,omitempty"`
+	// Layers, bottom first, are extracted (once) into LayerCache from inside
+	// the sandbox's user namespace, so that ownership is right for Mapping.
+	Layers     []Layer `json:"layers"`
+	LayerCache string  `json:"layer_cache"`
+	// Upper and Work are the overlay's upper and work directories.
+	Upper   string  `json:"upper"`
+	Work    string  `json:"work"`
+	Mapping Mapping `json:"mapping"`
 	// StateRoot is libcontainer's state root for this sandbox.
 	StateRoot string `json:"state_root"`
 	// Log receives the executor's stdout and stderr.
 	Log string `json:"log"`
-	// Rootless: the launcher runs in a user namespace of its own.
-	Rootless bool `json:"rootless"`
 	// ReadyTimeout bounds the wait for the executor's ready signal.
 	ReadyTimeout time.Duration `json:"ready_timeout"`
+}
+
+// Layer is one image layer: its diff ID and the store file holding its blob.
+type Layer struct {
+	DiffID digest.Digest `json:"diff_id"`
+	Blob   string        `json:"blob"`
+}
+
+// rootless reports whether the sandbox runs in a user namespace of its own.
+func (r *Request) rootless() bool { return r.Mapping.Mode != MapHost }
+
+// unpackOptions returns how layers are written for the request's mapping.
+func (r *Request) unpackOptions() rootfs.UnpackOptions {
+	switch r.Mapping.Mode {
+	case MapSubID:
+		// Root in a namespace that maps 0…n: chown to the image's ids
+		// works for every id the range covers.
+		n := r.Mapping.Size()
+		ident := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: n}}
+		return rootfs.UnpackOptions{Rootless: true, Chown: rootfs.IDMapChown(ident, ident), IgnoreChownErrors: true}
+	case MapSingle:
+		// Only the caller is mapped: everything belongs to root inside.
+		return rootfs.UnpackOptions{Rootless: true}
+	default:
+		return rootfs.UnpackOptions{Chown: func(uid, gid int) (int, int, error) { return uid, gid, nil }, KeepSetuid: true}
+	}
 }
 
 // Result is what the launcher reports on fd 3 before it exits.
@@ -71,6 +102,8 @@ func Reexec() {
 		os.Exit(1) // Init only returns on failure, after reporting it.
 	case Arg:
 		os.Exit(launcherMain())
+	case RemoveArg:
+		os.Exit(removeMain())
 	}
 }
 
@@ -82,7 +115,10 @@ func launcherMain() int {
 		fmt.Fprintln(os.Stderr, "bothy launcher: missing request path")
 		return 2
 	}
-	pid, err := launch(os.Args[2])
+	pid, err := 0, waitMapped()
+	if err == nil {
+		pid, err = launch(os.Args[2])
+	}
 	res := Result{Pid: pid}
 	if err != nil {
 		res.Error = err.Error()
@@ -119,15 +155,14 @@ func launch(reqPath string) (int, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return 0, fmt.Errorf("make mounts private: %w", err)
 	}
-	if err := mountOverlay(req.OverlayDir, spec.Root.Path, req.Overlay); err != nil {
+	if err := mountRootfs(&req, spec.Root.Path); err != nil {
 		return 0, err
 	}
 	trace.Mark("launcher", "overlay mounted")
-
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:      req.ID,
 		Spec:            &spec,
-		RootlessCgroups: req.Rootless,
+		RootlessCgroups: req.rootless(),
 		NoNewKeyring:    false,
 	})
 	if err != nil {
@@ -147,16 +182,32 @@ func launch(reqPath string) (int, error) {
 	return pid, nil
 }
 
-func mountOverlay(dir, target, data string) error {
-	if dir != "" {
-		// Lower dirs are given relative to dir to stay under the mount
-		// data's page-size limit.
-		if err := os.Chdir(dir); err != nil {
-			return fmt.Errorf("mount overlay: %w", err)
-		}
+// mountRootfs extracts the layers that are not in the cache yet and mounts
+// the overlay on target.
+func mountRootfs(req *Request, target string) error {
+	cache, err := rootfs.OpenCache(req.LayerCache, req.unpackOptions())
+	if err != nil {
+		return err
 	}
-	if err := unix.Mount("overlay", target, "overlay", 0, data); err != nil {
-		return fmt.Errorf("mount overlay on %s: %w (options %s)", target, err, data)
+	ctx := context.Background()
+	lowers := make([]string, len(req.Layers))
+	for i, l := range req.Layers {
+		blob := l.Blob
+		dir, err := cache.Get(ctx, l.DiffID, func() (io.ReadCloser, error) { return os.Open(blob) })
+		if err != nil {
+			return fmt.Errorf("prepare layer %s: %w", l.DiffID, err)
+		}
+		lowers[len(lowers)-1-i] = dir // overlay wants the top-most first
+	}
+	if len(lowers) == 0 {
+		return errors.New("image has no layers")
+	}
+	data, dir, err := rootfs.OverlayOptionsIn(lowers, req.Upper, req.Work, req.rootless())
+	if err != nil {
+		return err
+	}
+	if err := rootfs.MountIn(dir, target, data); err != nil {
+		return fmt.Errorf("mount overlay on %s: %w", target, err)
 	}
 	return nil
 }

@@ -73,11 +73,18 @@ func BusyboxTar(w io.Writer) error {
 			return err
 		}
 	}
-	for name, content := range map[string]string{
-		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
-		"etc/group":  "root:x:0:\nnogroup:x:65534:\n",
+	// A user's home owned by uid 1000: how ids are mapped shows in its owner.
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "home/", Mode: 0o755, ModTime: epoch}); err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "home/user/", Mode: 0o750, Uid: 1000, Gid: 1000, ModTime: epoch}); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, content string }{
+		{"etc/group", "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"},
+		{"etc/passwd", "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"},
 	} {
-		if err := file(name, 0o644, []byte(content)); err != nil {
+		if err := file(f.name, 0o644, []byte(f.content)); err != nil {
 			return err
 		}
 	}

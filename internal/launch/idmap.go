@@ -1,0 +1,208 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Mapping modes.
+const (
+	// MapHost: no user namespace around the sandbox; real ids (root).
+	MapHost = "host"
+	// MapSingle: the caller mapped to root and nothing else. Needs no helper;
+	// every file of the image is owned by root inside.
+	MapSingle = "single"
+	// MapSubID: the caller mapped to root and the caller's subordinate
+	// range (/etc/subuid, /etc/subgid) to ids 1…n, written by the setuid
+	// newuidmap and newgidmap. Files keep the owners the image gives them.
+	MapSubID = "subid"
+)
+
+// Mapping is how a sandbox's user namespace maps ids onto the host.
+type Mapping struct {
+	Mode string                 `json:"mode"`
+	UIDs []specs.LinuxIDMapping `json:"uids,omitempty"`
+	GIDs []specs.LinuxIDMapping `json:"gids,omitempty"`
+}
+
+// Size is the number of container ids mapped.
+func (m Mapping) Size() uint32 {
+	var n uint32
+	for _, r := range m.UIDs {
+		n = max(n, r.ContainerID+r.Size)
+	}
+	return n
+}
+
+// ChooseMapping picks the mapping for the calling user. want is "" (best
+// available), MapSingle or MapSubID (an error if it cannot be had).
+func ChooseMapping(want string) (Mapping, error) {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if uid == 0 {
+		return Mapping{Mode: MapHost}, nil
+	}
+	single := Mapping{
+		Mode: MapSingle,
+		UIDs: []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(uid), Size: 1}},
+		GIDs: []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(gid), Size: 1}},
+	}
+	switch want {
+	case MapSingle:
+		return single, nil
+	case "", MapSubID:
+	default:
+		return Mapping{}, fmt.Errorf("unknown user namespace mode %q: use %q or %q", want, MapSingle, MapSubID)
+	}
+	subUID, errU := subIDRange("/etc/subuid", uid)
+	subGID, errG := subIDRange("/etc/subgid", uid)
+	_, errNU := exec.LookPath("newuidmap")
+	_, errNG := exec.LookPath("newgidmap")
+	if err := errors.Join(errU, errG, errNU, errNG); err != nil {
+		if want == MapSubID {
+			return Mapping{}, fmt.Errorf("subordinate id mapping unavailable (install uidmap and add ranges with usermod --add-subuids/--add-subgids): %w", err)
+		}
+		return single, nil
+	}
+	// Container ids 1…n come from the range, whatever its length.
+	size := min(subUID.Size, subGID.Size)
+	return Mapping{
+		Mode: MapSubID,
+		UIDs: []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(uid), Size: 1}, {ContainerID: 1, HostID: subUID.HostID, Size: size}},
+		GIDs: []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(gid), Size: 1}, {ContainerID: 1, HostID: subGID.HostID, Size: size}},
+	}, nil
+}
+
+// subIDRange finds the first range for uid (by name or number) in an
+// /etc/subuid-format file.
+func subIDRange(path string, uid int) (specs.LinuxIDMapping, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return specs.LinuxIDMapping{}, err
+	}
+	names := map[string]bool{strconv.Itoa(uid): true}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		names[u.Username] = true
+	}
+	s := bufio.NewScanner(bytes.NewReader(data))
+	for s.Scan() {
+		f := strings.Split(strings.TrimSpace(s.Text()), ":")
+		if len(f) != 3 || !names[f[0]] {
+			continue
+		}
+		start, err1 := strconv.ParseUint(f[1], 10, 32)
+		count, err2 := strconv.ParseUint(f[2], 10, 32)
+		if err1 != nil || err2 != nil || count == 0 {
+			continue
+		}
+		return specs.LinuxIDMapping{HostID: uint32(start), Size: uint32(count)}, nil
+	}
+	return specs.LinuxIDMapping{}, fmt.Errorf("no range for uid %d in %s", uid, path)
+}
+
+// syncEnv tells a re-executed child to wait on fd 3+len(ExtraFiles) until
+// its user namespace is mapped.
+const syncEnv = "_BOTHY_IDMAP_SYNC"
+
+// Start starts cmd in new mount and (unless mode host) user namespaces
+// mapped as m. The binary must call Reexec first thing.
+func Start(cmd *exec.Cmd, m Mapping) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	attr := cmd.SysProcAttr
+	attr.Cloneflags |= syscall.CLONE_NEWNS
+	switch m.Mode {
+	case MapHost:
+		return cmd.Start()
+	case MapSingle:
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = toSys(m.UIDs)
+		attr.GidMappings = toSys(m.GIDs)
+		attr.GidMappingsEnableSetgroups = false
+		return cmd.Start()
+	case MapSubID:
+		return startSubID(cmd, m)
+	}
+	return fmt.Errorf("unknown mapping mode %q", m.Mode)
+}
+
+func toSys(in []specs.LinuxIDMapping) []syscall.SysProcIDMap {
+	out := make([]syscall.SysProcIDMap, len(in))
+	for i, r := range in {
+		out[i] = syscall.SysProcIDMap{ContainerID: int(r.ContainerID), HostID: int(r.HostID), Size: int(r.Size)}
+	}
+	return out
+}
+
+// startSubID starts the child in an unmapped user namespace, has the setuid
+// helpers write its maps, and only then lets it run on.
+func startSubID(cmd *exec.Cmd, m Mapping) error {
+	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer syncR.Close()
+	cmd.ExtraFiles = append(cmd.ExtraFiles, syncR)
+	cmd.Env = append(cmd.Environ(), syncEnv+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
+	if err := cmd.Start(); err != nil {
+		syncW.Close()
+		return err
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	for _, h := range []struct {
+		tool string
+		ids  []specs.LinuxIDMapping
+	}{{"newuidmap", m.UIDs}, {"newgidmap", m.GIDs}} {
+		args := []string{pid}
+		for _, r := range h.ids {
+			args = append(args, strconv.Itoa(int(r.ContainerID)), strconv.Itoa(int(r.HostID)), strconv.Itoa(int(r.Size)))
+		}
+		if out, err := exec.Command(h.tool, args...).CombinedOutput(); err != nil {
+			syncW.Close()
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return fmt.Errorf("%s %s: %v: %s", h.tool, strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	_, err = syncW.Write([]byte{1})
+	syncW.Close()
+	return err
+}
+
+// waitMapped blocks a re-executed child until its parent has written its id
+// maps (see startSubID), then executes itself again: capabilities are
+// computed at execve, and the first one ran before the maps existed, as an
+// unmapped user with none. The second runs as root in the namespace.
+func waitMapped() error {
+	fdStr := os.Getenv(syncEnv)
+	if fdStr == "" {
+		return nil
+	}
+	fd, err := strconv.Atoi(fdStr)
+	if err != nil {
+		return fmt.Errorf("bad %s: %w", syncEnv, err)
+	}
+	f := os.NewFile(uintptr(fd), "idmap-sync")
+	var b [1]byte
+	n, _ := f.Read(b[:])
+	f.Close()
+	if n != 1 {
+		return errors.New("parent did not map the user namespace")
+	}
+	os.Unsetenv(syncEnv)
+	if err := syscall.Exec("/proc/self/exe", os.Args, os.Environ()); err != nil {
+		return fmt.Errorf("re-execute in user namespace: %w", err)
+	}
+	return nil
+}
