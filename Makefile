@@ -97,9 +97,10 @@ test-root: test-bins ## Run every test as the calling user (root in CI).
 	@./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV)
 
 .PHONY: test-rootless
-test-rootless: test-bins ## Run every test as an unprivileged user ($(TEST_USER), created when run as root).
+test-rootless: test-bins ## Run every test as an unprivileged user ($(TEST_USER), created with a subordinate id range when run as root).
 	@if [ "$$(id -u)" = 0 ]; then \
 		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
+		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
 		./scripts/run-tests.sh "$(BIN)/tests" $(TEST_USER) $(TEST_ENV); \
 	else \
 		./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV); \
@@ -111,7 +112,7 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 
 .PHONY: bench
 bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun and runc, root and rootless).
-	@$(GO) run ./internal/tools/bench -bin $(BIN) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
+	@$(GO) run -tags "$(TAGS)" ./internal/tools/bench -bin $(BIN) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
 
 .PHONY: fmt
 fmt: ## Format the code.
