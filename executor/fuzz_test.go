@@ -3,6 +3,10 @@ package executor
 import (
 	"bytes"
 	"errors"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -56,6 +60,140 @@ func FuzzParseSignal(f *testing.F) {
 			if back, err := api.ParseSignal(api.SignalName(sig)); err != nil || back != sig {
 				t.Fatalf("round trip of %d: %d %v", sig, back, err)
 			}
+		}
+	})
+}
+
+// The expectations come from OpenHands' read_lines and insert_lines run in
+// Python on the lines a, b, c, d.
+func TestPyReadAndInsertLines(t *testing.T) {
+	all := []string{"a\n", "b\n", "c\n", "d\n"}
+	for _, tc := range []struct {
+		start, end int
+		want       string
+	}{
+		{0, -1, "a\nb\nc\nd\n"}, {1, -1, "b\nc\nd\n"}, {9, -1, ""}, {0, 0, "a\n"}, {0, 2, "a\nb\n"},
+		{3, 4, "c\nd\n"}, {3, 3, "c\n"}, {2, 1, "c\n"}, {-5, -3, "a\n"}, {1, 9, "b\nc\nd\n"}, {5, 6, "c\nd\n"},
+	} {
+		if got := strings.Join(pyReadLines(all, tc.start, tc.end), ""); got != tc.want {
+			t.Errorf("read_lines(%d, %d) = %q, want %q", tc.start, tc.end, got, tc.want)
+		}
+		if got := pyReadLines(nil, tc.start, tc.end); len(got) != 0 {
+			t.Errorf("read_lines([], %d, %d) = %q", tc.start, tc.end, got)
+		}
+	}
+	for _, tc := range []struct {
+		start, end int
+		want       string
+	}{
+		{0, -1, "X\nY\n"}, {1, 2, "a\nX\nY\nc\nd\n"}, {2, -1, "a\nb\nX\nY\n"}, {0, 1, "X\nY\nb\nc\nd\n"},
+		{1, -2, "a\nX\nY\nc\nd\n"}, {9, 9, "a\nb\nc\nd\nX\nY\n"},
+	} {
+		if got := strings.Join(pyInsertLines([]string{"X", "Y"}, all, tc.start, tc.end), ""); got != tc.want {
+			t.Errorf("insert_lines(%d, %d) = %q, want %q", tc.start, tc.end, got, tc.want)
+		}
+	}
+	if got := splitLinesKeepEnds("a\nb"); !slices.Equal(got, []string{"a\n", "b"}) {
+		t.Errorf("split: %q", got)
+	}
+	if got := splitLinesKeepEnds(""); len(got) != 0 {
+		t.Errorf("split empty: %q", got)
+	}
+}
+
+func FuzzDecodeExecuteAction(f *testing.F) {
+	for _, seed := range []string{
+		`{"action":{"action":"run","args":{"command":"ls","is_input":false,"blocking":true,"cwd":null,"thought":{"text":"x"}},"timeout":120}}`,
+		`{"action":{"action":"read","args":{"path":"/a","start":0,"end":-1,"impl_source":"oh_aci","view_range":[1,2]}}}`,
+		`{"action":{"action":"write","args":{"path":"a","content":"x"},"timeout":null}}`,
+		`{"action":{"action":"edit","args":{"path":"/a","command":"insert","insert_line":"3","new_str":"x"}}}`,
+		`{"action":{"action":"edit","args":{"path":"/a","insert_line":2.5}}}`,
+		`{"action":{"action":"run_ipython","args":null}}`, `{"action":{"action":"run","args":[]}}`,
+		`{"action":null}`, `{}`, ``, `[]`, `{"action":{"action":"run","timeout":-1}}`, `{"action":{}} x`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a, err := decodeExecuteAction(bytes.NewReader(body))
+		if err != nil {
+			var br badRequest
+			if !errors.As(err, &br) {
+				t.Fatalf("error %v is not a bad request", err)
+			}
+			return
+		}
+		if a.Action == "" || len(a.Args) == 0 || a.Timeout != nil && (*a.Timeout < 0 || *a.Timeout != *a.Timeout) {
+			t.Fatalf("accepted %+v", a)
+		}
+		for _, v := range []any{&api.CmdRunArgs{}, &api.FileReadArgs{}, &api.FileWriteArgs{}, &api.FileEditArgs{}} {
+			if err := decodeArgs(a, v); err != nil {
+				var br badRequest
+				if !errors.As(err, &br) {
+					t.Fatalf("args error %v is not a bad request", err)
+				}
+			}
+		}
+		var ea api.FileEditArgs
+		if decodeArgs(a, &ea) == nil {
+			if n, ok, err := parseInsertLine(ea.InsertLine); err == nil && ok && n != "" {
+				if _, err := strconv.Atoi(n); err != nil {
+					t.Fatalf("insert_line %q accepted as %q", ea.InsertLine, n)
+				}
+			}
+		}
+	})
+}
+
+func FuzzDecodeSessionRun(f *testing.F) {
+	for _, seed := range []string{
+		`{"command":"ls"}`, `{"command":"","is_input":true,"timeout":1.5,"no_change_timeout":0.1,"blocking":true}`,
+		`{"command":"C-c"}`, `{"command":"x","timeout":-1}`, `{"command":"x","timeout":1e300}`, `{"cmd":"x"}`, ``, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeSessionRun(bytes.NewReader(body))
+		if err != nil {
+			var br badRequest
+			if !errors.As(err, &br) {
+				t.Fatalf("error %v is not a bad request", err)
+			}
+			return
+		}
+		if req.Timeout < 0 || req.NoChangeTimeout < 0 || req.Timeout > 1e9 || api.Seconds(req.Timeout) < 0 {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
+}
+
+func FuzzParseFileQuery(f *testing.F) {
+	for _, seed := range []string{
+		"path=/a&start=2&end=5", "path=/a&mode=0644&uid=1&gid=2", "path=/a&recursive=1&max_depth=2&hidden=0",
+		"path=/a&extract=yes&format=tar.gz", "path=a", "path=/a&path=/b", "start=1", "path=/a&mode=17777",
+		"path=/a&append=1&exclusive=1", "path=/a%00b", "path=/a&uid=1", "path=/a&max_bytes=-1", "%zz",
+	} {
+		f.Add(seed)
+	}
+	all := []string{"start", "end", "max_bytes", "mode", "uid", "gid", "append", "exclusive", "recursive", "max_depth", "hidden", "extract", "format", "follow"}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		fq, err := parseFileQuery(q, all...)
+		if err != nil {
+			var br badRequest
+			if !errors.As(err, &br) {
+				t.Fatalf("error %v is not a bad request", err)
+			}
+			return
+		}
+		if !strings.HasPrefix(fq.path, "/") || strings.IndexByte(fq.path, 0) >= 0 || fq.start < 1 || fq.end == 0 ||
+			fq.end < -1 || fq.mode > 0o7777 || fq.maxBytes < 0 || fq.append && fq.exclusive {
+			t.Fatalf("accepted %q as %+v", raw, fq)
+		}
+		if fq.owner != nil && (fq.owner.UID < 0 || fq.owner.GID < 0) {
+			t.Fatalf("owner %+v", fq.owner)
 		}
 	})
 }

@@ -19,6 +19,10 @@ import (
 var aliveBody = []byte(`{"status":"ok"}` + "\n")
 
 func (s *Server) handleAlive(w http.ResponseWriter, r *http.Request) {
+	if starting := s.startingPlugins(); len(starting) > 0 {
+		writeJSON(w, http.StatusOK, &api.Alive{Status: "ok", Starting: starting})
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(aliveBody)
 }

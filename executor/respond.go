@@ -11,6 +11,9 @@ import (
 	"sync"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/bash"
+	"github.com/bothy-sandbox/bothy/executor/editor"
+	"github.com/bothy-sandbox/bothy/executor/files"
 )
 
 // Sentinel errors of the process API; httpError maps them to statuses.
@@ -56,7 +59,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError is the one writer of error bodies:
 // {"error":{"code":"…","message":"…"}}.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	b, _ := json.Marshal(api.ErrorBody{Error: &api.Error{Code: code, Message: msg}})
+	b, _ := json.Marshal(api.ErrorBody{Error: &api.Error{Code: code, Message: msg}, Detail: msg})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -69,6 +72,7 @@ func httpError(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
 	var br badRequest
 	var se startError
+	var te *editor.ToolError
 	switch {
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
@@ -82,6 +86,18 @@ func httpError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
 	case errors.Is(err, ErrShuttingDown):
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+	case errors.As(err, &te):
+		writeError(w, http.StatusBadRequest, api.CodeToolError, te.Message)
+	case errors.Is(err, files.ErrNotFound), errors.Is(err, bash.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+	case errors.Is(err, files.ErrIsDir), errors.Is(err, files.ErrNotDir), errors.Is(err, files.ErrInvalidPath):
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+	case errors.Is(err, files.ErrExists), errors.Is(err, bash.ErrExists), errors.Is(err, bash.ErrExited), errors.Is(err, bash.ErrClosed):
+		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
+	case errors.Is(err, files.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
+	case errors.Is(err, bash.ErrNoShell):
+		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}

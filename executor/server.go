@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/bash"
+	"github.com/bothy-sandbox/bothy/executor/editor"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
@@ -28,6 +30,7 @@ const (
 	DefaultWaitDelay      = 500 * time.Millisecond
 	DefaultMaxFinished    = 64
 	DefaultShell          = "/bin/sh"
+	DefaultMaxUpload      = 4 << 30
 )
 
 // APIKeyEnv is the environment variable that may carry the API key; it is
@@ -69,6 +72,19 @@ type Options struct {
 	Shell string
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
+	// Cwd is the working directory of new bash sessions, and where the
+	// OpenHands dialect resolves relative paths when no session has
+	// changed directory; empty means the executor's.
+	Cwd string
+	// NoChangeTimeout is the sessions' default no-change timeout; zero
+	// means 10 s (bash.DefaultNoChangeTimeout).
+	NoChangeTimeout time.Duration
+	// MaxUpload caps an uploaded or written file and an unpacked archive
+	// (DefaultMaxUpload, 4 GiB, when zero).
+	MaxUpload int64
+	// Plugins serve the OpenHands actions the core does not (Jupyter,
+	// browser) and the VS Code token.
+	Plugins []Plugin
 }
 
 // Route is one entry of the API. Every route the Server answers is in the
@@ -104,6 +120,13 @@ type Server struct {
 	mainMu sync.Mutex
 	main   *mainProc
 
+	cwd      string
+	sessions *bash.Manager
+	sessMeta sync.Map // name → time.Time of creation
+	editor   *editor.Editor
+	plugins  map[string]Plugin // by action type
+	cpu      cpuSampler
+
 	closeOnce sync.Once
 }
 
@@ -126,6 +149,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Shell == "" {
 		opts.Shell = DefaultShell
+	}
+	if opts.MaxUpload <= 0 {
+		opts.MaxUpload = DefaultMaxUpload
 	}
 	s := &Server{opts: opts, log: opts.Logger, started: time.Now()}
 	if s.log == nil {
@@ -154,6 +180,27 @@ func New(opts Options) (*Server, error) {
 		s.reaper, s.ownReap = r, true
 	}
 	s.procs.byID = make(map[string]*process)
+	s.cwd = opts.Cwd
+	if s.cwd == "" {
+		if s.cwd, err = os.Getwd(); err != nil {
+			s.cwd = "/"
+		}
+	}
+	s.sessions = bash.NewManager(bash.Options{
+		Cwd:             s.cwd,
+		Env:             sessionEnv(s.env),
+		NoChangeTimeout: opts.NoChangeTimeout,
+		Reaper:          s.reaper,
+	})
+	s.editor = editor.New(editor.WithWorkspaceRoot(s.cwd))
+	if s.plugins, err = pluginTable(opts.Plugins); err != nil {
+		s.sessions.Close()
+		if s.ownReap {
+			s.reaper.Close()
+		}
+		devNull.Close()
+		return nil, err
+	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.active.Store(s.started.UnixNano())
 	s.handler = s.buildHandler()
@@ -169,11 +216,11 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Routes returns the route table.
 func (s *Server) Routes() []Route { return s.routes() }
 
-// routes lists every route of the API. Handlers of other packages (bash
-// sessions, files, editor, OpenHands compatibility) are added here.
+// routes lists every route of the API: the native API under /v1, then the
+// OpenHands dialect.
 func (s *Server) routes() []Route {
 	return []Route{
-		{Method: "GET", Path: "/alive", Public: true, Quiet: true, Summary: "liveness", Handler: s.handleAlive},
+		{Method: "GET", Path: "/alive", Public: true, Quiet: true, Summary: "liveness (and plugins still starting)", Handler: s.handleAlive},
 		{Method: "GET", Path: "/v1/info", Quiet: true, Summary: "executor and sandbox information", Handler: s.handleInfo},
 		{Method: "GET", Path: "/v1/processes", Summary: "list processes", Handler: s.handleList},
 		{Method: "POST", Path: "/v1/processes", Summary: "start a process (wait, stream or background)", Handler: s.handleStart},
@@ -183,6 +230,29 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: "/v1/processes/{id}/stdin", Summary: "write to or close a process's stdin", Handler: s.handleStdin},
 		{Method: "POST", Path: "/v1/processes/{id}/signal", Summary: "signal a process (group)", Handler: s.handleSignal},
 		{Method: "POST", Path: "/v1/processes/{id}/wait", Summary: "wait for a process to exit", Handler: s.handleWait},
+
+		{Method: "GET", Path: "/v1/sessions", Summary: "list bash sessions", Handler: s.handleSessionList},
+		{Method: "POST", Path: "/v1/sessions", Summary: "create a bash session", Handler: s.handleSessionCreate},
+		{Method: "GET", Path: "/v1/sessions/{name}", Summary: "state of a bash session", Handler: s.handleSessionGet},
+		{Method: "DELETE", Path: "/v1/sessions/{name}", Summary: "close a bash session (kills its jobs)", Handler: s.handleSessionDelete},
+		{Method: "POST", Path: "/v1/sessions/{name}/run", Summary: "run, poll, type into or interrupt a command in a session", Handler: s.handleSessionRun},
+
+		{Method: "GET", Path: "/v1/files", Summary: "read a file (lines, or an image/PDF as a data URL)", Handler: s.handleFileRead},
+		{Method: "PUT", Path: "/v1/files", Summary: "write a file from the raw body", Handler: s.handleFileWrite},
+		{Method: "DELETE", Path: "/v1/files", Summary: "delete a file or directory", Handler: s.handleFileDelete},
+		{Method: "GET", Path: "/v1/files/stat", Summary: "describe a file", Handler: s.handleFileStat},
+		{Method: "GET", Path: "/v1/files/list", Summary: "list a directory", Handler: s.handleFileList},
+		{Method: "POST", Path: "/v1/files/move", Summary: "move or rename", Handler: s.handleFileMove},
+		{Method: "POST", Path: "/v1/files/upload", Summary: "upload files (multipart or raw), unpacking archives on request", Handler: s.handleFileUpload},
+		{Method: "GET", Path: "/v1/files/download", Summary: "download a file, or a directory as zip or tar", Handler: s.handleFileDownload},
+		{Method: "POST", Path: "/v1/editor", Summary: "str_replace_editor command", Handler: s.handleEditor},
+
+		{Method: "GET", Path: "/server_info", Quiet: true, Summary: "OpenHands: uptime, idle time, resources", Handler: s.handleServerInfo},
+		{Method: "POST", Path: "/execute_action", Summary: "OpenHands: execute an action, answer its observation", Handler: s.handleExecuteAction},
+		{Method: "POST", Path: "/upload_file", Summary: "OpenHands: upload a file, or a zip unpacked when recursive", Handler: s.handleUploadFile},
+		{Method: "GET", Path: "/download_files", Summary: "OpenHands: download a directory as zip (a file as itself)", Handler: s.handleDownloadFiles},
+		{Method: "POST", Path: "/list_files", Summary: "OpenHands: names in a directory, directories first", Handler: s.handleListFiles},
+		{Method: "GET", Path: "/vscode/connection_token", Quiet: true, Summary: "OpenHands: the VS Code connection token (null without the plugin)", Handler: s.handleVSCodeToken},
 	}
 }
 
@@ -281,6 +351,7 @@ func (s *Server) Close() error {
 		for _, p := range s.procs.all() {
 			p.kill()
 		}
+		s.sessions.Close()
 		if s.ownReap {
 			s.reaper.Close()
 		}

@@ -734,7 +734,7 @@ func TestUnderGlobalReaper(t *testing.T) {
 		t.Skip("short mode")
 	}
 	cmd := exec.Command(os.Args[0], "-test.count=1", "-test.v",
-		"-test.run=^(TestRun|TestTimeout|TestConcurrent|TestStream|TestStdin|TestSignals|TestBackground|TestMainCommand)")
+		"-test.run=^(TestRun|TestTimeout|TestConcurrent|TestStream|TestStdin|TestSignals|TestBackground|TestMainCommand|TestSessions|TestOpenHandsRun)")
 	cmd.Env = append(os.Environ(), reaperEnv+"=subreaper")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

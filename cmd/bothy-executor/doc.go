@@ -5,5 +5,6 @@
 //
 //	bothy-executor [--socket PATH] [--ready-fd N] [--api-key KEY] [--grace D]
 //	               [--log PATH] [--subreaper] [--main-log PATH] [--exit-with-main]
+//	               [--max-output N] [--no-change-timeout D] [--max-upload N]
 //	               [-- MAIN COMMAND...]
 package main

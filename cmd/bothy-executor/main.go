@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/bothy-sandbox/bothy/executor"
+	"github.com/bothy-sandbox/bothy/executor/bash"
 )
 
 // DefaultSocket is where the launcher expects the socket.
@@ -43,6 +44,8 @@ func run(args []string) (int, error) {
 		mainLog      = fs.String("main-log", "", "append the main command's stdout and stderr to this `file` (default the executor's)")
 		exitWithMain = fs.Bool("exit-with-main", false, "shut down when the main command exits, with its exit code")
 		maxOutput    = fs.Int("max-output", executor.DefaultMaxOutput, "cap on captured `bytes` per output stream")
+		noChange     = fs.Duration("no-change-timeout", bash.DefaultNoChangeTimeout, "bash sessions: return a command's output after this long without new output (it keeps running)")
+		maxUpload    = fs.Int64("max-upload", executor.DefaultMaxUpload, "cap on an uploaded or written file, or an unpacked archive, in `bytes`")
 		version      = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -81,9 +84,11 @@ func run(args []string) (int, error) {
 	cfg := executor.Config{
 		Socket: *socket,
 		Server: executor.Options{
-			APIKey:    key,
-			Logger:    logger,
-			MaxOutput: *maxOutput,
+			APIKey:          key,
+			Logger:          logger,
+			MaxOutput:       *maxOutput,
+			NoChangeTimeout: *noChange,
+			MaxUpload:       *maxUpload,
 		},
 		Subreaper:    *subreaper,
 		Grace:        *grace,

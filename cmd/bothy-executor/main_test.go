@@ -31,6 +31,10 @@ const asExecutorEnv = "BOTHY_TEST_AS_EXECUTOR"
 // build compiles the executor as it ships: static, stripped.
 func build(t *testing.T) string {
 	t.Helper()
+	// make test builds the binary exactly as it ships; test that one.
+	if p := os.Getenv("BOTHY_EXECUTOR"); p != "" {
+		return p
+	}
 	if testing.Short() {
 		t.Skip("short mode: builds the binary")
 	}

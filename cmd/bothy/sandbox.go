@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -167,6 +169,7 @@ func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, apiKey string, ar
 		opts = append(opts, client.WithAPIKey(apiKey))
 	}
 	c := client.New(sb.Socket, opts...)
+	defer c.Close()
 	req := api.RunRequest{Argv: argv, Cwd: workdir, Timeout: timeout, Stream: true}
 	if len(env) > 0 {
 		req.Env = map[string]string{}
@@ -182,7 +185,43 @@ func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, apiKey string, ar
 	if stdin {
 		in = cmd.InOrStdin()
 	}
-	return c.Stream(cmd.Context(), req, cmd.OutOrStdout(), cmd.ErrOrStderr(), in)
+	// Ctrl-C and SIGTERM are for the command, as on a terminal: they are
+	// forwarded to its process group and the command's exit code (130
+	// after an untrapped SIGINT) becomes ours. main's NotifyContext
+	// cancels cmd.Context() on them, so the stream runs on a context
+	// without that cancellation; only a third signal gives up on the
+	// command (ending the request kills it).
+	caught := make(chan os.Signal, 4)
+	signal.Notify(caught, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(caught)
+	ctx, giveUp := context.WithCancel(context.WithoutCancel(cmd.Context()))
+	defer giveUp()
+	fwd := make(chan os.Signal, 4)
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case sig := <-caught:
+				if n >= 3 {
+					giveUp()
+					return
+				}
+				select {
+				case fwd <- sig:
+				default:
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	code, err := c.StreamWith(ctx, req, client.StreamIO{
+		Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Stdin: in, Signals: fwd,
+	})
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), "bothy: interrupted: the command was killed")
+		return 130, nil
+	}
+	return code, err
 }
 
 func newPsCmd(g *globals) *cobra.Command {

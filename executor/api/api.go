@@ -31,7 +31,10 @@ const (
 
 // Alive is the body of GET /alive.
 type Alive struct {
-	Status string `json:"status"` // always "ok"
+	Status string `json:"status"` // always "ok": the socket answers
+	// Starting names the plugins still starting (their actions wait for
+	// them); absent once every plugin is ready.
+	Starting []string `json:"starting,omitempty"`
 }
 
 // RunRequest is the body of POST /v1/processes. Exactly one of Argv and Cmd
@@ -264,6 +267,7 @@ type Info struct {
 	Hostname      string    `json:"hostname"`
 	User          User      `json:"user"`
 	CPUs          int       `json:"cpus"`
+	CPU           CPU       `json:"cpu"`
 	StartedAt     time.Time `json:"started_at"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
 	// IdleSeconds is the time since the last request other than
@@ -297,6 +301,17 @@ type Memory struct {
 	LimitBytes     uint64 `json:"limit_bytes,omitempty"`
 	TotalBytes     uint64 `json:"total_bytes,omitempty"`
 	AvailableBytes uint64 `json:"available_bytes,omitempty"`
+}
+
+// CPU is the sandbox's processor use. Source says where it was read:
+// "cgroup2" (cpu.stat usage_usec, cpu.max), "cgroup1" (cpuacct.usage,
+// cpu.cfs_quota_us / cpu.cfs_period_us) or "proc" (/proc/stat: the whole
+// machine). LimitCPUs is the quota in CPUs (1.5 = one and a half), zero
+// when there is none.
+type CPU struct {
+	Source       string  `json:"source"`
+	UsageSeconds float64 `json:"usage_seconds"`
+	LimitCPUs    float64 `json:"limit_cpus,omitempty"`
 }
 
 // Disk is the statfs of a path (the root of the sandbox).

@@ -1,10 +1,13 @@
-// Package api holds the wire types of the bothy executor's native REST API
-// (version v1): request and response bodies, streamed events, the JSON error
-// envelope, and signal name conversion.
+// Package api holds the wire types of the bothy executor's API: the native
+// API (version v1: processes, bash sessions, files, editor, info), the
+// OpenHands dialect (actions, observations, server info), streamed events,
+// the JSON error envelope, and signal name conversion.
 //
 // The server (package executor), the Go client (package executor/client)
 // and the tests all use these types, so the JSON on the wire is defined in
-// one place. docs/api.md describes every route; docs/openapi.yaml lists them.
+// one place; the file and editor types are aliases of the types of
+// executor/files and executor/editor. docs/api.md describes every route;
+// docs/openapi.yaml lists them.
 //
 // Binary data convention: every field that carries process output or input
 // has a UTF-8 text form and a base64 form. Text goes in the plain field

@@ -13,9 +13,11 @@ const (
 	CodeNotFound         = "not_found"          // 404: no such route or process
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeConflict         = "conflict"           // 409: wrong state (exited, stdin closed, …)
-	CodeTooLarge         = "too_large"          // 413: request body over the limit
+	CodeTooLarge         = "too_large"          // 413: request body, file or archive over a limit
+	CodeToolError        = "tool_error"         // 400: the editor refused the command (message is the agent's text)
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: shutting down
+	CodeUnsupported      = "unsupported"        // 501: the sandbox lacks what the request needs (bash)
 )
 
 // Error is the JSON error of every failed request, wrapped in ErrorBody:
@@ -30,9 +32,12 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-// ErrorBody is the envelope of an Error on the wire.
+// ErrorBody is the envelope of an Error on the wire. Detail repeats the
+// message for OpenHands clients, which report the "detail" of a failed
+// request.
 type ErrorBody struct {
-	Error *Error `json:"error"`
+	Error  *Error `json:"error"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Sentinels for errors.Is; they match any *Error with the same Code.
@@ -42,6 +47,9 @@ var (
 	ErrForbidden   = &Error{Status: http.StatusForbidden, Code: CodeForbidden}
 	ErrNotFound    = &Error{Status: http.StatusNotFound, Code: CodeNotFound}
 	ErrConflict    = &Error{Status: http.StatusConflict, Code: CodeConflict}
+	ErrTooLarge    = &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge}
+	ErrToolError   = &Error{Status: http.StatusBadRequest, Code: CodeToolError}
+	ErrUnsupported = &Error{Status: http.StatusNotImplemented, Code: CodeUnsupported}
 )
 
 func (e *Error) Error() string {

@@ -149,6 +149,15 @@ func (c *Client) Alive(ctx context.Context) error {
 	return nil
 }
 
+// AliveStatus returns GET /alive, which lists the plugins still starting.
+func (c *Client) AliveStatus(ctx context.Context) (*api.Alive, error) {
+	var a api.Alive
+	if err := c.call(ctx, "GET", "/alive", nil, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
 // Info returns GET /v1/info.
 func (c *Client) Info(ctx context.Context) (*api.Info, error) {
 	var info api.Info

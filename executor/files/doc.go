@@ -16,7 +16,8 @@
 // Archive extraction is the one place where input is hostile by design. Every
 // write goes through an os.Root opened on the destination; entry names must
 // be relative and free of ".."; symlink targets must stay inside the
-// destination; hard links must point at regular files inside it; an existing
+// destination (ExtractOptions.Symlinks may skip or keep the others instead);
+// hard links must point at regular files inside it; an existing
 // file or symlink at an entry's path is replaced, never written through;
 // device nodes and FIFOs are refused; setuid, setgid and sticky bits are
 // dropped; and the number of entries and of bytes written are capped

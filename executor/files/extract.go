@@ -54,7 +54,28 @@ type ExtractOptions struct {
 	// TempDir holds the spooled copy of a zip stream (zip needs random
 	// access); "" means os.TempDir().
 	TempDir string
+	// Symlinks says what to do with a symlink whose target is absolute or
+	// leads out of the destination; the zero value refuses it.
+	Symlinks SymlinkPolicy
 }
+
+// SymlinkPolicy says what Extract does with an escaping symlink: one whose
+// target is absolute or leads out of the destination.
+type SymlinkPolicy int
+
+const (
+	// SymlinksRefuse fails the extraction with ErrInvalidPath.
+	SymlinksRefuse SymlinkPolicy = iota
+	// SymlinksSkip leaves the entry out and counts it in
+	// ExtractResult.Skipped.
+	SymlinksSkip
+	// SymlinksKeep creates the symlink as it is. Extraction itself still
+	// never follows it: a later entry below it fails (os.Root refuses to
+	// leave the destination), and a later entry at its path replaces it.
+	// Meant for destinations whose owner made the archive (copying into
+	// a sandbox), not for archives from an untrusted source.
+	SymlinksKeep
+)
 
 // ExtractResult counts what Extract created.
 type ExtractResult struct {
@@ -63,6 +84,8 @@ type ExtractResult struct {
 	Symlinks int   `json:"symlinks"`
 	Links    int   `json:"links"`
 	Bytes    int64 `json:"bytes"`
+	// Skipped counts escaping symlinks left out (SymlinksSkip).
+	Skipped int `json:"skipped,omitempty"`
 }
 
 // Extract unpacks the archive read from r into directory dest (created if
@@ -344,12 +367,22 @@ func (x *extractor) symlink(name, target string) error {
 		return unsafeEntry(name, "empty symlink target")
 	case strings.IndexByte(target, 0) >= 0:
 		return unsafeEntry(name, "NUL byte in symlink target")
-	case strings.HasPrefix(target, "/"):
-		return unsafeEntry(name, fmt.Sprintf("symlink to absolute path %q", target))
 	}
-	resolved := path.Join(path.Dir(name), target)
-	if resolved == ".." || strings.HasPrefix(resolved, "../") {
-		return unsafeEntry(name, fmt.Sprintf("symlink target %q leaves the destination", target))
+	var escape error
+	if strings.HasPrefix(target, "/") {
+		escape = unsafeEntry(name, fmt.Sprintf("symlink to absolute path %q", target))
+	} else if resolved := path.Join(path.Dir(name), target); resolved == ".." || strings.HasPrefix(resolved, "../") {
+		escape = unsafeEntry(name, fmt.Sprintf("symlink target %q leaves the destination", target))
+	}
+	if escape != nil {
+		switch x.opts.Symlinks {
+		case SymlinksSkip:
+			x.res.Skipped++
+			return nil
+		case SymlinksKeep:
+		default:
+			return escape
+		}
 	}
 	if err := x.parent(name); err != nil {
 		return err

@@ -261,3 +261,34 @@ func TestEntryName(t *testing.T) {
 		}
 	}
 }
+
+// Escaping symlinks are refused, skipped or kept as the policy says; a kept
+// one is never written through by the rest of the archive.
+func TestExtractSymlinkPolicy(t *testing.T) {
+	for _, k := range archiveKinds {
+		t.Run(k.name, func(t *testing.T) {
+			s := newSandbox(t)
+			arch := k.make(t, tSymlink("abs", s.sentinel), tSymlink("up", "../sentinel/keep"), tFile("ok", "x"))
+			if _, err := extractBytes(t, arch, s.dest, ExtractOptions{}); !errors.Is(err, ErrInvalidPath) {
+				t.Fatalf("refuse: %v", err)
+			}
+			os.RemoveAll(s.dest)
+			res, err := extractBytes(t, arch, s.dest, ExtractOptions{Symlinks: SymlinksSkip})
+			if err != nil || res.Skipped != 2 || res.Symlinks != 0 || res.Files != 1 {
+				t.Fatalf("skip: %+v %v", res, err)
+			}
+			os.RemoveAll(s.dest)
+			res, err = extractBytes(t, arch, s.dest, ExtractOptions{Symlinks: SymlinksKeep})
+			if err != nil || res.Symlinks != 2 {
+				t.Fatalf("keep: %+v %v", res, err)
+			}
+			if l, _ := os.Readlink(filepath.Join(s.dest, "abs")); l != s.sentinel {
+				t.Fatalf("kept symlink: %q", l)
+			}
+			if _, err := extractBytes(t, k.make(t, tFile("abs/keep", "pwned")), s.dest, ExtractOptions{Symlinks: SymlinksKeep}); err == nil {
+				t.Error("extraction through a kept symlink succeeded")
+			}
+			s.check(t)
+		})
+	}
+}

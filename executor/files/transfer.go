@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // UploadOptions controls Upload.
@@ -70,6 +71,10 @@ type Download struct {
 	Size int64
 	// Dir says the stream is an archive of a directory.
 	Dir bool
+	// Mode holds the Unix permission bits of the file or directory (as
+	// Info.Mode), ModTime its modification time.
+	Mode    uint32
+	ModTime time.Time
 
 	format ArchiveFormat
 	file   *os.File
@@ -110,7 +115,8 @@ func OpenDownload(ctx context.Context, path string, opts DownloadOptions) (*Down
 		if mime == "" {
 			return nil, fmt.Errorf("download %s: %w: unknown archive format %q", p, ErrInvalidPath, format)
 		}
-		return &Download{Path: p, Name: base + "." + string(format), MIME: mime, Size: -1, Dir: true, format: format}, nil
+		return &Download{Path: p, Name: base + "." + string(format), MIME: mime, Size: -1, Dir: true,
+			Mode: unixPerm(fi.Mode()), ModTime: fi.ModTime(), format: format}, nil
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
@@ -134,7 +140,8 @@ func OpenDownload(ctx context.Context, path string, opts DownloadOptions) (*Down
 			return nil, fmt.Errorf("download %s: %w", p, err)
 		}
 	}
-	return &Download{Path: p, Name: base, MIME: mime, Size: fi.Size(), file: f}, nil
+	return &Download{Path: p, Name: base, MIME: mime, Size: fi.Size(),
+		Mode: unixPerm(fi.Mode()), ModTime: fi.ModTime(), file: f}, nil
 }
 
 // Stream writes the file, or the directory archive, to w and closes the

@@ -1,0 +1,431 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/editor"
+	"github.com/bothy-sandbox/bothy/executor/files"
+)
+
+// fileQuery is the query of the /v1/files routes, parsed and validated.
+type fileQuery struct {
+	path      string
+	start     int // read: first line, 1-based
+	end       int // read: last line, inclusive; -1 = end of file
+	maxBytes  int64
+	mode      fs.FileMode // write, upload: 0 = keep / default
+	owner     *files.Owner
+	append    bool
+	exclusive bool
+	recursive bool
+	maxDepth  int
+	hidden    bool // list: include hidden entries (default true)
+	extract   bool
+	follow    bool // stat: describe a final symlink's target
+	format    files.ArchiveFormat
+}
+
+// parseFileQuery parses the query of a /v1/files route; allowed names the
+// parameters the route takes (path is always required). Unknown parameters
+// are refused, as unknown JSON fields are.
+func parseFileQuery(q url.Values, allowed ...string) (fileQuery, error) {
+	fq := fileQuery{end: -1, hidden: true}
+	for k, v := range q {
+		if k != "path" && !slices.Contains(allowed, k) {
+			return fq, badRequest{fmt.Errorf("unknown query parameter %q", k)}
+		}
+		if len(v) != 1 {
+			return fq, badRequest{fmt.Errorf("query parameter %q given %d times", k, len(v))}
+		}
+	}
+	fq.path = q.Get("path")
+	if fq.path == "" {
+		return fq, badRequest{errors.New("query parameter path is required")}
+	}
+	if !strings.HasPrefix(fq.path, "/") || strings.IndexByte(fq.path, 0) >= 0 {
+		return fq, badRequest{fmt.Errorf("path %q must be absolute", fq.path)}
+	}
+	intParam := func(name string, min, def int) (int, error) {
+		v := q.Get(name)
+		if v == "" {
+			return def, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return 0, badRequest{fmt.Errorf("%s %q is not an integer ≥ %d", name, v, min)}
+		}
+		return n, nil
+	}
+	boolParam := func(name string, def bool) (bool, error) {
+		v := q.Get(name)
+		if v == "" {
+			return def, nil
+		}
+		b, ok := parseBool(v)
+		if !ok {
+			return false, badRequest{fmt.Errorf("%s %q is not a boolean", name, v)}
+		}
+		return b, nil
+	}
+	var err error
+	if fq.start, err = intParam("start", 1, 1); err != nil {
+		return fq, err
+	}
+	if fq.end, err = intParam("end", -1, -1); err != nil {
+		return fq, err
+	}
+	if fq.end == 0 {
+		fq.end = -1
+	}
+	if fq.maxDepth, err = intParam("max_depth", 0, 0); err != nil {
+		return fq, err
+	}
+	if v := q.Get("max_bytes"); v != "" {
+		if fq.maxBytes, err = strconv.ParseInt(v, 10, 64); err != nil || fq.maxBytes < 1 {
+			return fq, badRequest{fmt.Errorf("max_bytes %q is not a positive integer", v)}
+		}
+	}
+	if v := q.Get("mode"); v != "" {
+		m, err := strconv.ParseUint(v, 8, 32)
+		if err != nil || m > 0o7777 {
+			return fq, badRequest{fmt.Errorf("mode %q is not octal permission bits (0644)", v)}
+		}
+		fq.mode = fs.FileMode(m)
+	}
+	uid, gid := q.Get("uid"), q.Get("gid")
+	if (uid == "") != (gid == "") {
+		return fq, badRequest{errors.New("uid and gid go together")}
+	}
+	if uid != "" {
+		u, err1 := strconv.ParseUint(uid, 10, 31)
+		g, err2 := strconv.ParseUint(gid, 10, 31)
+		if err1 != nil || err2 != nil {
+			return fq, badRequest{fmt.Errorf("uid %q and gid %q must be numeric ids", uid, gid)}
+		}
+		fq.owner = &files.Owner{UID: int(u), GID: int(g)}
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+		def  bool
+	}{
+		{"append", &fq.append, false}, {"exclusive", &fq.exclusive, false},
+		{"recursive", &fq.recursive, false}, {"hidden", &fq.hidden, true}, {"extract", &fq.extract, false},
+		{"follow", &fq.follow, false},
+	} {
+		if *b.dst, err = boolParam(b.name, b.def); err != nil {
+			return fq, err
+		}
+	}
+	switch f := files.ArchiveFormat(q.Get("format")); f {
+	case files.FormatAuto, files.FormatZip, files.FormatTar, files.FormatTarGz:
+		fq.format = f
+	default:
+		return fq, badRequest{fmt.Errorf("format %q is not zip, tar or tar.gz", f)}
+	}
+	if fq.append && fq.exclusive {
+		return fq, badRequest{errors.New("append and exclusive are exclusive")}
+	}
+	return fq, nil
+}
+
+// parseBool accepts what FastAPI accepts for a boolean query parameter.
+func parseBool(v string) (bool, bool) {
+	switch strings.ToLower(v) {
+	case "1", "true", "t", "yes", "y", "on":
+		return true, true
+	case "0", "false", "f", "no", "n", "off":
+		return false, true
+	}
+	return false, false
+}
+
+func statDir(p string) (bool, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return false, err
+	}
+	return fi.IsDir(), nil
+}
+
+func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
+	fq, err := parseFileQuery(r.URL.Query(), "start", "end", "max_bytes")
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	res, err := files.Read(r.Context(), fq.path, files.ReadOptions{Start: fq.start, End: fq.end, MaxBytes: fq.maxBytes})
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
+	fq, err := parseFileQuery(r.URL.Query(), "mode", "uid", "gid", "append", "exclusive")
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	in, err := files.Write(r.Context(), fq.path, r.Body, files.WriteOptions{
+		Mode: fq.mode, Owner: fq.owner, Append: fq.append, Exclusive: fq.exclusive, MaxBytes: s.opts.MaxUpload,
+	})
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
+	fq, err := parseFileQuery(r.URL.Query(), "recursive")
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if err := files.Delete(r.Context(), fq.path, files.DeleteOptions{Recursive: fq.recursive}); err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Deleted{Path: path.Clean(fq.path)})
+}
+
+func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
+	fq, err := parseFileQuery(r.URL.Query(), "follow")
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	p := fq.path
+	if fq.follow {
+		if resolved, err := filepath.EvalSymlinks(p); err == nil {
+			p = resolved
+		}
+	}
+	in, err := files.Stat(r.Context(), p)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
+	fq, err := parseFileQuery(r.URL.Query(), "recursive", "max_depth", "hidden")
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	list, err := files.List(r.Context(), fq.path, files.ListOptions{
+		Recursive: fq.recursive, MaxDepth: fq.maxDepth, SkipHidden: !fq.hidden,
+	})
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if list == nil {
+		list = []files.Info{}
+	}
+	writeJSON(w, http.StatusOK, api.FileList{Entries: list})
+}
+
+func (s *Server) handleFileMove(w http.ResponseWriter, r *http.Request) {
+	var req api.MoveRequest
+	if err := decodeJSON(s.body(w, r), &req); err != nil {
+		httpError(w, err)
+		return
+	}
+	if req.Src == "" || req.Dst == "" {
+		httpError(w, badRequest{errors.New("src and dst are required")})
+		return
+	}
+	if err := files.Move(r.Context(), req.Src, req.Dst, files.MoveOptions{Overwrite: req.Overwrite}); err != nil {
+		httpError(w, err)
+		return
+	}
+	in, err := files.Stat(r.Context(), req.Dst)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+// handleFileUpload stores the raw body at path (a file, or with extract a
+// zip/tar(.gz) unpacked into the directory path), or each "file" part of a
+// multipart/form-data body: with extract unpacked into path, otherwise
+// stored at path/<part's file name> when path is a directory or ends with
+// "/", at path itself for a single part.
+func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
+	fq, err := parseFileQuery(r.URL.Query(), "extract", "mode", "uid", "gid", "format")
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	ctx := r.Context()
+	opts := files.UploadOptions{
+		Extract: fq.extract,
+		Write:   files.WriteOptions{Mode: fq.mode, Owner: fq.owner, MaxBytes: s.opts.MaxUpload},
+		Archive: files.ExtractOptions{
+			Format: fq.format, Owner: fq.owner, MaxBytes: s.opts.MaxUpload,
+			// The client made the archive for this sandbox: its symlinks
+			// are the client's business (extraction never follows them).
+			Symlinks: files.SymlinksKeep,
+		},
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != "multipart/form-data" {
+		res, err := files.Upload(ctx, fq.path, r.Body, opts)
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, api.UploadList{Uploads: []api.UploadResult{*res}})
+		return
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		httpError(w, badRequest{fmt.Errorf("read multipart body: %w", err)})
+		return
+	}
+	intoDir := fq.extract || strings.HasSuffix(fq.path, "/")
+	if isDir, err := statDir(fq.path); err == nil && isDir {
+		intoDir = true
+	}
+	list := api.UploadList{Uploads: []api.UploadResult{}}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			httpError(w, badRequest{fmt.Errorf("read multipart body: %w", err)})
+			return
+		}
+		if part.FormName() != "file" {
+			part.Close()
+			continue
+		}
+		dst := fq.path
+		if intoDir && !fq.extract {
+			name, err := uploadName(part)
+			if err != nil {
+				httpError(w, err)
+				return
+			}
+			dst = path.Join(fq.path, name)
+		} else if !fq.extract && len(list.Uploads) > 0 {
+			httpError(w, badRequest{fmt.Errorf("several files uploaded to %s, which is not a directory (end it with /)", fq.path)})
+			return
+		}
+		res, err := files.Upload(ctx, dst, part, opts)
+		part.Close()
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		list.Uploads = append(list.Uploads, *res)
+	}
+	if len(list.Uploads) == 0 {
+		httpError(w, badRequest{errors.New(`multipart body has no "file" part`)})
+		return
+	}
+	writeJSON(w, http.StatusOK, &list)
+}
+
+// uploadName is the file name of an uploaded part: a plain name, never a
+// path (OpenHands joins whatever the client sends to the destination).
+func uploadName(part *multipart.Part) (string, error) {
+	name := part.FileName()
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return "", badRequest{fmt.Errorf("upload file name %q is not a plain file name", name)}
+	}
+	return name, nil
+}
+
+func (s *Server) handleFileDownload(w http.ResponseWriter, r *http.Request) {
+	fq, err := parseFileQuery(r.URL.Query(), "format")
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	s.download(w, r, fq.path, fq.format)
+}
+
+// download sends a file as itself and a directory as an archive.
+func (s *Server) download(w http.ResponseWriter, r *http.Request, p string, format files.ArchiveFormat) {
+	d, err := files.OpenDownload(r.Context(), p, files.DownloadOptions{Format: format})
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", d.MIME)
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": d.Name}))
+	h.Set(api.HeaderFileMode, fmt.Sprintf("%04o", d.Mode))
+	if d.Dir {
+		h.Set(api.HeaderFileType, "dir")
+	} else {
+		h.Set(api.HeaderFileType, "file")
+		h.Set("Content-Length", strconv.FormatInt(d.Size, 10))
+	}
+	if !d.ModTime.IsZero() {
+		h.Set("Last-Modified", d.ModTime.UTC().Format(http.TimeFormat))
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		d.Close()
+		return
+	}
+	if err := d.Stream(r.Context(), w); err != nil {
+		// Too late for a status: cut the connection so the client sees a
+		// broken body rather than a short one.
+		s.log.Warn("download failed", "path", p, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// decodeEditor decodes the body of POST /v1/editor.
+func decodeEditor(r io.Reader) (editor.Command, error) {
+	var cmd editor.Command
+	if err := decodeJSON(r, &cmd); err != nil {
+		return cmd, err
+	}
+	return cmd, nil
+}
+
+func (s *Server) handleEditor(w http.ResponseWriter, r *http.Request) {
+	cmd, err := decodeEditor(s.body(w, r))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	res, err := s.editor.Do(r.Context(), cmd)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	out := api.EditorResult{
+		Output: res.Output, Path: res.Path, PrevExist: res.PrevExist,
+		OldContent: res.OldContent, NewContent: res.NewContent,
+	}
+	if cmd.Command != "view" {
+		out.Diff = editor.Diff(res.OldContent, res.NewContent, res.Path)
+	}
+	writeJSON(w, http.StatusOK, &out)
+}

@@ -1,0 +1,210 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/bash"
+)
+
+// sessionDefaults are added to the environment of bash sessions unless it
+// sets them: agents read output, not pagers (OpenHands aliases
+// git="git --no-pager"; the variables also cover scripts and other tools).
+// TERM defaults to xterm (package bash).
+var sessionDefaults = []string{"PAGER=cat", "GIT_PAGER=cat"}
+
+// sessionEnv returns the base environment of bash sessions.
+func sessionEnv(env []string) []string {
+	out := slices.Clone(env)
+	for _, kv := range sessionDefaults {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(out, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// decodeSessionRun decodes and validates the body of
+// POST /v1/sessions/{name}/run.
+func decodeSessionRun(r io.Reader) (api.SessionRunRequest, error) {
+	var req api.SessionRunRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return req, err
+	}
+	if err := req.Validate(); err != nil {
+		return req, badRequest{fmt.Errorf("invalid request: %w", err)}
+	}
+	return req, nil
+}
+
+// session returns the named session; "default" is created on first use
+// (and re-created when its shell has exited).
+func (s *Server) session(ctx context.Context, name string) (*bash.Session, error) {
+	if err := api.ValidSessionName(name); err != nil {
+		return nil, badRequest{err}
+	}
+	if name != api.DefaultSession {
+		return s.sessions.Get(name)
+	}
+	if s.closing.Load() || s.baseCtx.Err() != nil {
+		return nil, ErrShuttingDown
+	}
+	// The shell outlives the request that starts it.
+	sess, err := s.sessions.GetOrCreate(context.WithoutCancel(ctx), bash.Options{Name: name})
+	if err == nil {
+		s.sessMeta.LoadOrStore(sess, time.Now())
+	}
+	return sess, err
+}
+
+func (s *Server) sessionInfo(sess *bash.Session) api.Session {
+	out := api.Session{Name: sess.Name(), PID: sess.Pid(), Cwd: sess.Cwd(), Running: sess.Running()}
+	select {
+	case <-sess.Exited():
+		out.Exited = true
+	default:
+	}
+	if t, ok := s.sessMeta.Load(sess); ok {
+		out.CreatedAt = t.(time.Time)
+	}
+	return out
+}
+
+func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
+	list := api.SessionList{Sessions: []api.Session{}}
+	for _, name := range s.sessions.List() {
+		if sess, err := s.sessions.Get(name); err == nil {
+			list.Sessions = append(list.Sessions, s.sessionInfo(sess))
+		}
+	}
+	writeJSON(w, http.StatusOK, &list)
+}
+
+func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
+	var req api.SessionCreateRequest
+	if err := decodeJSON(s.body(w, r), &req); err != nil {
+		httpError(w, err)
+		return
+	}
+	if err := req.Validate(); err != nil {
+		httpError(w, badRequest{fmt.Errorf("invalid request: %w", err)})
+		return
+	}
+	if s.closing.Load() || s.baseCtx.Err() != nil {
+		httpError(w, ErrShuttingDown)
+		return
+	}
+	opts := bash.Options{Name: req.Name, Cwd: req.Cwd, MaxOutput: req.MaxOutput}
+	if req.Name == "" {
+		opts.Name = api.DefaultSession
+	}
+	if len(req.Env) > 0 {
+		opts.Env = sessionEnv(s.mergeEnv(req.Env))
+	}
+	if req.NoChangeTimeout < 0 {
+		opts.NoChangeTimeout = -1
+	} else {
+		opts.NoChangeTimeout = api.Seconds(req.NoChangeTimeout)
+	}
+	if req.Cwd != "" {
+		if isDir, err := statDir(req.Cwd); err != nil || !isDir {
+			httpError(w, badRequest{fmt.Errorf("cwd %q is not a directory", req.Cwd)})
+			return
+		}
+	}
+	sess, err := s.sessions.Create(context.WithoutCancel(r.Context()), opts)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	s.sessMeta.Store(sess, time.Now())
+	writeJSON(w, http.StatusCreated, s.sessionInfo(sess))
+}
+
+func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := api.ValidSessionName(name); err != nil {
+		httpError(w, badRequest{err})
+		return
+	}
+	sess, err := s.sessions.Get(name)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.sessionInfo(sess))
+}
+
+func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := api.ValidSessionName(name); err != nil {
+		httpError(w, badRequest{err})
+		return
+	}
+	sess, err := s.sessions.Get(name)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	info := s.sessionInfo(sess)
+	if err := s.sessions.Delete(name); err != nil {
+		httpError(w, err)
+		return
+	}
+	s.sessMeta.Delete(sess)
+	info.Running, info.Exited = false, true
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeSessionRun(s.body(w, r))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	sess, err := s.session(r.Context(), r.PathValue("name"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	res, err := sess.Run(r.Context(), bash.RunRequest{
+		Command:         req.Command,
+		IsInput:         req.IsInput,
+		Timeout:         api.Seconds(req.Timeout),
+		NoChangeTimeout: api.Seconds(req.NoChangeTimeout),
+		Blocking:        req.Blocking,
+	})
+	if err != nil {
+		if errors.Is(err, bash.ErrExited) {
+			err = fmt.Errorf("session %s: %w (delete it and create it again)", sess.Name(), err)
+		}
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionResult(res))
+}
+
+func sessionResult(res *bash.Result) *api.SessionResult {
+	md := res.Metadata
+	return &api.SessionResult{
+		Command:   res.Command,
+		Status:    string(res.Status),
+		Output:    res.Output,
+		Truncated: res.Truncated,
+		ExitCode:  res.ExitCode,
+		Metadata: api.SessionMetadata{
+			ExitCode: md.ExitCode, PID: md.PID, Username: md.Username, Hostname: md.Hostname,
+			WorkingDir: md.WorkingDir, PyInterpreterPath: md.PyInterpreterPath,
+			Prefix: md.Prefix, Suffix: md.Suffix,
+		},
+		Observation: res.AgentObservation(),
+	}
+}
