@@ -112,7 +112,9 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 
 .PHONY: bench
 bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun and runc, root and rootless).
-	@$(GO) run -tags "$(TAGS)" ./internal/tools/bench -bin $(BIN) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
+	@$(GO) build -tags "$(TAGS)" -o $(BIN)/bench ./internal/tools/bench && chmod a+rx $(BIN)/bench
+	@if [ "$$(id -u)" = 0 ]; then id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); fi
+	@$(BIN)/bench -bin $(BIN) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
 
 .PHONY: fmt
 fmt: ## Format the code.

@@ -214,3 +214,37 @@ func TestSaveRoundTrip(t *testing.T) {
 	checkConsistent(t, s2)
 	_ = io.Discard
 }
+
+// An image pulled from an OCI layout or archive is named after the
+// reference's image part, else after the ref.name annotation when that is a
+// full name; a bare tag leaves it unnamed.
+func TestPullLayoutNames(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		annotation, suffix, want string
+	}{
+		{"example.com/team/tool:2", "", "example.com/team/tool:2"},
+		{"busybox:latest", "", "localhost/busybox:latest"},
+		{"latest", "", ""},
+		{"latest", ":latest", ""},
+		{"box:1", ":box:1", "localhost/box:1"},
+	} {
+		s := newStore(t)
+		dir := t.TempDir()
+		writeLayout(t, filepath.Join(dir, "layout"), ociImage(t, 7, 1), tc.annotation)
+		tarDir(t, filepath.Join(dir, "layout"), filepath.Join(dir, "img.tar"))
+		for _, ref := range []string{"oci:" + filepath.Join(dir, "layout"), "oci-archive:" + filepath.Join(dir, "img.tar")} {
+			img, err := s.Pull(ctx, ref+tc.suffix, PullOptions{})
+			if err != nil {
+				t.Fatalf("pull %s: %v", ref+tc.suffix, err)
+			}
+			got := ""
+			if len(img.Names) > 0 {
+				got = img.Names[0]
+			}
+			if got != tc.want {
+				t.Errorf("pull %s (ref.name %q): named %q, want %q", ref+tc.suffix, tc.annotation, got, tc.want)
+			}
+		}
+	}
+}

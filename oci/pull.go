@@ -3,6 +3,7 @@ package oci
 import (
 	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -105,6 +106,8 @@ func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image,
 			return nil, fmt.Errorf("pull %s: %w", ref, err)
 		}
 		names = append(names, n)
+	} else if n := layoutImageName(src); n != "" {
+		names = append(names, n)
 	}
 	sys, err := s.sourceContext(opts.AuthFile, opts.TLSVerify, opts.Platform)
 	if err != nil {
@@ -115,6 +118,65 @@ func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image,
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	return img, nil
+}
+
+// layoutImageName names an image pulled from an OCI layout or archive, as
+// podman does: the image part of the reference (oci-archive:x.tar:busybox:1),
+// else the ref.name annotation of the layout's only image when that is a full
+// name rather than a bare tag. "" leaves the image unnamed.
+func layoutImageName(src types.ImageReference) string {
+	kind := src.Transport().Name()
+	if kind != layout.Transport.Name() && kind != ociarchive.Transport.Name() {
+		return ""
+	}
+	path, image, _ := strings.Cut(src.StringWithinTransport(), ":")
+	if image == "" {
+		image = soleRefName(path, kind == ociarchive.Transport.Name())
+	}
+	if !strings.ContainsAny(image, ":/") {
+		return "" // a bare tag ("latest") names no repository
+	}
+	n, err := NormalizeLocalName(image)
+	if err != nil {
+		return ""
+	}
+	return n
+}
+
+// soleRefName returns the ref.name annotation of the only manifest in an OCI
+// layout directory or archive's index.json.
+func soleRefName(path string, archive bool) string {
+	var data []byte
+	if archive {
+		f, err := os.Open(path)
+		if err != nil {
+			return ""
+		}
+		defer f.Close()
+		tr := tar.NewReader(f)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				return ""
+			}
+			if strings.TrimPrefix(h.Name, "./") == v1.ImageIndexFile {
+				if data, err = io.ReadAll(io.LimitReader(tr, 1<<20)); err != nil {
+					return ""
+				}
+				break
+			}
+		}
+	} else {
+		var err error
+		if data, err = os.ReadFile(filepath.Join(path, v1.ImageIndexFile)); err != nil {
+			return ""
+		}
+	}
+	var idx v1.Index
+	if json.Unmarshal(data, &idx) != nil || len(idx.Manifests) != 1 {
+		return ""
+	}
+	return idx.Manifests[0].Annotations[v1.AnnotationRefName]
 }
 
 // ImportArchive imports the image in an OCI layout directory, an OCI archive

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,4 +238,80 @@ func TestKilledMidCreate(t *testing.T) {
 	}
 	// The name is free again.
 	c.ok("run", "--rm", "--name", "half", "--", "true")
+}
+
+// Twenty bothy processes at once, as on an evaluation farm: pulls of the same
+// archive, runs, removals. None may fail, share an overlay or corrupt the
+// store or the state.
+func TestParallelProcesses(t *testing.T) {
+	c := newCLI(t)
+	self, _ := os.Executable()
+	archive := testenv.BusyboxArchive(t)
+	bothy := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(self, append([]string{"--root", c.root}, args...)...)
+		cmd.Env = append(os.Environ(), "BOTHY_TEST_CLI=1")
+		return cmd
+	}
+	const n = 20
+	type result struct {
+		i   int
+		out []byte
+		err error
+	}
+	results := make(chan result, 2*n)
+	for i := range n {
+		go func() {
+			// Every process pulls the same image, then runs a sandbox that
+			// writes its own number and reads it back.
+			out, err := bothy("pull", "-q", "oci-archive:"+archive).CombinedOutput()
+			if err == nil {
+				out, err = bothy("run", "--rm", "--name", fmt.Sprintf("p%d", i), "busybox", "--",
+					"sh", "-c", fmt.Sprintf("echo %d > /mine && sleep 0.2 && cat /mine", i)).CombinedOutput()
+			}
+			results <- result{i, out, err}
+		}()
+	}
+	for range n {
+		r := <-results
+		if r.err != nil || strings.TrimSpace(string(r.out)) != fmt.Sprint(r.i) {
+			t.Errorf("process %d: %v: %q", r.i, r.err, r.out)
+		}
+	}
+	// Detached sandboxes started and removed by separate processes at once.
+	ids := make(chan string, n)
+	for range n {
+		go func() {
+			out, err := bothy("run", "-d", "busybox").Output()
+			if err != nil {
+				ids <- "error: " + err.Error()
+				return
+			}
+			ids <- strings.TrimSpace(string(out))
+		}()
+	}
+	var started []string
+	for range n {
+		id := <-ids
+		if strings.HasPrefix(id, "error") {
+			t.Error(id)
+			continue
+		}
+		started = append(started, id)
+	}
+	done := make(chan error, len(started))
+	for _, id := range started {
+		go func() { done <- bothy("rm", "-f", id).Run() }()
+	}
+	for range started {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	if out := c.ok("ps", "-a", "--format", "json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("sandboxes left: %s", out)
+	}
+	var imgs []json.RawMessage
+	if err := json.Unmarshal([]byte(c.ok("images", "--format", "json")), &imgs); err != nil || len(imgs) != 1 {
+		t.Errorf("store after %d parallel pulls: %d images (%v)", n, len(imgs), err)
+	}
 }

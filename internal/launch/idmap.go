@@ -159,21 +159,30 @@ func startSubID(cmd *exec.Cmd, m Mapping) error {
 		syncW.Close()
 		return err
 	}
+	// The two helpers are independent: run them at once.
 	pid := strconv.Itoa(cmd.Process.Pid)
+	errs := make(chan error, 2)
 	for _, h := range []struct {
 		tool string
 		ids  []specs.LinuxIDMapping
 	}{{"newuidmap", m.UIDs}, {"newgidmap", m.GIDs}} {
-		args := []string{pid}
-		for _, r := range h.ids {
-			args = append(args, strconv.Itoa(int(r.ContainerID)), strconv.Itoa(int(r.HostID)), strconv.Itoa(int(r.Size)))
-		}
-		if out, err := exec.Command(h.tool, args...).CombinedOutput(); err != nil {
-			syncW.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return fmt.Errorf("%s %s: %v: %s", h.tool, strings.Join(args, " "), err, bytes.TrimSpace(out))
-		}
+		go func() {
+			args := []string{pid}
+			for _, r := range h.ids {
+				args = append(args, strconv.Itoa(int(r.ContainerID)), strconv.Itoa(int(r.HostID)), strconv.Itoa(int(r.Size)))
+			}
+			if out, err := exec.Command(h.tool, args...).CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("%s %s: %v: %s", h.tool, strings.Join(args, " "), err, bytes.TrimSpace(out))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	if err := errors.Join(<-errs, <-errs); err != nil {
+		syncW.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
 	}
 	_, err = syncW.Write([]byte{1})
 	syncW.Close()

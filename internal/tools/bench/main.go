@@ -130,6 +130,10 @@ func printTable(w *os.File, results []*result, n int) {
 		{"prep/small/warm", "sandbox preparation, busybox (2 MB): second sandbox"},
 		{"prep/big/cold", "sandbox preparation, large image: first sandbox"},
 		{"prep/big/warm", "sandbox preparation, large image: second sandbox"},
+		{"agent/session", "agent API: round trip of `true` in a bash session"},
+		{"agent/10mb", "agent API: 10 MB of output, streamed"},
+		{"agent/rss", "agent API: idle executor RSS"},
+		{"agent/sessions100", "agent API: 100 sessions created and used at once"},
 		{"density/mem", "density: host memory per idle sandbox (50 running)"},
 		{"density/start50", "density: start 50 sandboxes one after another, total"},
 	}

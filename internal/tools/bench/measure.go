@@ -126,8 +126,13 @@ func measure(bin string, n int) *result {
 		_, _ = bothy("rm", "-f", id)
 	}
 
+	if importArchive(filepath.Join(bin, "default-image.oci.tar"), "default:latest") {
+		logf("%s: agent API", r.Mode)
+		measureAgent(r, m, bothy)
+	}
+
 	logf("%s: density", r.Mode)
-	density(r, bothy)
+	density(r, m, bothy)
 
 	for _, rt := range []string{"crun", "runc"} {
 		logf("%s: %s", r.Mode, rt)
@@ -167,7 +172,7 @@ func memAvailable() int64 {
 	return 0
 }
 
-func density(r *result, bothy func(...string) (string, error)) {
+func density(r *result, m *sandbox.Manager, bothy func(...string) (string, error)) {
 	const count = 50
 	before := memAvailable()
 	t0 := time.Now()
@@ -183,9 +188,15 @@ func density(r *result, bothy func(...string) (string, error)) {
 	r.add("density/start50", time.Since(t0))
 	time.Sleep(time.Second)
 	after := memAvailable()
+	var rss int64
+	for _, id := range ids {
+		if sb, err := m.Get(context.Background(), id); err == nil {
+			rss += vmRSS(sb.Pid)
+		}
+	}
 	if len(ids) == count {
-		per := (before - after) / count
-		r.Notes["density/mem"] = fmt.Sprintf("%.1f MB", float64(per)/1e6)
+		r.Notes["density/mem"] = fmt.Sprintf("%.1f MB (MemAvailable drop; executor RSS %.1f MB)",
+			float64(before-after)/count/1e6, float64(rss)/count/1e6)
 	}
 	for i := 0; i < len(ids); i += 10 {
 		_, _ = bothy(append([]string{"rm", "-f"}, ids[i:min(i+10, len(ids))]...)...)
