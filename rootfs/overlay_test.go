@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // childEnv makes the test binary, re-executed in new namespaces, mount an
@@ -134,8 +136,20 @@ func TestOverlayMount(t *testing.T) {
 				name += "/long"
 			}
 			t.Run(name, func(t *testing.T) {
-				if mode.root != "" {
-					requireRoot(t, mode.root)
+				if mode.root != "" && !asRoot(t, mode.root, func() error {
+					dir := t.TempDir()
+					for _, d := range []string{"l", "u", "w", "m"} {
+						if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+							return err
+						}
+					}
+					data, err := OverlayOptions([]string{filepath.Join(dir, "l")}, filepath.Join(dir, "u"), filepath.Join(dir, "w"), false)
+					if err != nil {
+						return err
+					}
+					return unix.Mount("overlay", filepath.Join(dir, "m"), "overlay", 0, data)
+				}) {
+					return
 				}
 				testOverlayMount(t, mode.rootless, long)
 			})

@@ -527,13 +527,17 @@ func unpackCases() []unpackCase {
 func runUnpackCases(t *testing.T, walkOnly bool) {
 	for _, tc := range unpackCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.root != "" {
-				requireRoot(t, tc.root)
-			}
 			s := newSandbox(t)
 			var ents []tarEntry
 			if tc.ents != nil {
 				ents = tc.ents(s)
+			}
+			if tc.root != "" && !asRoot(t, tc.root, func() error {
+				err := unpack(context.Background(), bytes.NewReader(mkTar(t, ents...)), s.dest, tc.opts, walkOnly)
+				s.checkHost(t)
+				return err
+			}) {
+				return
 			}
 			var notes []Note
 			opts := tc.opts
