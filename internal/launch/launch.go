@@ -168,6 +168,7 @@ func launch(reqPath string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("convert bundle: %w", err)
 	}
+	hideUnusedControllers(config.Cgroups.Resources)
 	container, err := libcontainer.Create(req.StateRoot, req.ID, config)
 	if err != nil {
 		return 0, fmt.Errorf("create container: %w", err)
