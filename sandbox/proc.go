@@ -73,8 +73,27 @@ func signalProcess(pid int, start uint64, sig unix.Signal) error {
 	return nil
 }
 
-// waitGone polls until the process is dead or the timeout passes.
+// waitGone waits until the process is dead or the timeout passes. A pidfd
+// becomes readable the moment the process exits, so there is no polling
+// delay; kernels without pidfds fall back to polling.
 func waitGone(pid int, start uint64, timeout time.Duration) bool {
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		defer unix.Close(fd)
+		if alive(pid, start) { // the pidfd names our process, not a successor
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			deadline := time.Now().Add(timeout)
+			for {
+				left := time.Until(deadline)
+				if left <= 0 {
+					return false
+				}
+				n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+				if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
+					break
+				}
+			}
+		}
+	}
 	deadline := time.Now().Add(timeout)
 	for delay := 200 * time.Microsecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		if !alive(pid, start) {
