@@ -246,6 +246,11 @@ func measureRuntime(r *result, bin, rt string, n int) {
 			// over cgroup/unified in a private mount namespace hides it. The
 			// host's mounts are untouched.
 			cmd = exec.Command("unshare", "-m", "--propagation", "private", self, "-inner", string(data))
+		} else if rt == "crun" {
+			// Rootless, crun refuses the hybrid layout too: the same tmpfs,
+			// in a user namespace of our own (root there, our uid outside;
+			// crun's rootless spec maps whatever uid it runs as).
+			cmd = exec.Command("unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", self, "-inner", string(data))
 		} else {
 			cmd = exec.Command(self, "-inner", string(data))
 		}
