@@ -153,9 +153,6 @@ type CreateOptions struct {
 // Create starts a sandbox and returns once its executor answers.
 func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
 	trace.Mark("bothy", "create")
-	if m.mapping.Mode == launch.MapHost {
-		warmCgroupMigration()
-	}
 	network, err := netns.Parse(opts.Network)
 	if err != nil {
 		return nil, err

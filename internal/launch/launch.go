@@ -142,6 +142,9 @@ func launch(reqPath string) (int, error) {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return 0, fmt.Errorf("read launch request: %w", err)
 	}
+	if !req.rootless() {
+		warmCgroupMigration()
+	}
 	var spec specs.Spec
 	data, err = os.ReadFile(req.Bundle + "/config.json")
 	if err != nil {
