@@ -117,7 +117,7 @@ func (d *differ) entry(abs, rel string) error {
 	}
 	if whiteout {
 		dir, base := path.Split(rel)
-		return d.write(&tar.Header{Typeflag: tar.TypeReg, Name: dir + WhiteoutPrefix + base, Mode: 0, ModTime: d.clamp(0)})
+		return d.write(&tar.Header{Typeflag: tar.TypeReg, Name: dir + WhiteoutPrefix + base, Mode: 0, ModTime: d.markerTime()})
 	}
 	h := &tar.Header{
 		Name:    rel,
@@ -141,7 +141,7 @@ func (d *differ) entry(abs, rel string) error {
 			return err
 		}
 		if v, ok := overlayXattr(xattrs, "opaque"); ok && v == "y" {
-			if err := d.write(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + WhiteoutOpaque, ModTime: d.clamp(0)}); err != nil {
+			if err := d.write(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + WhiteoutOpaque, ModTime: d.markerTime()}); err != nil {
 				return err
 			}
 		}
@@ -205,6 +205,9 @@ func (d *differ) clamp(sec int64) time.Time {
 	}
 	return t
 }
+
+// markerTime is the modification time of whiteouts and opaque markers.
+func (d *differ) markerTime() time.Time { return d.epoch.UTC().Truncate(time.Second) }
 
 // overlayXattr returns overlay's attribute name ("opaque", "whiteout", …) in
 // either namespace.
