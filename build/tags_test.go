@@ -22,7 +22,7 @@ func TestSanitizeBase(t *testing.T) {
 		"127.0.0.1:5000/img":                  "127.0.0.1_p_5000_s_img_t_latest",
 		"Registry.Example.COM:443/Org/Img:V2": "registry.example.com_p_443_s_org_s_img_t_v2",
 		"ghcr.io/x/y@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": "ghcr.io_s_x_s_y_d_0123456789abcdef",
-		"swe:task@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef":   "swe_t_task_d_0123456789abcdef",
+		"swe:task@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef":    "swe_t_task_d_0123456789abcdef",
 		"oci-archive:/shared/img.tar": "oci-archive_c__s_shared_s_img.tar",
 		"bothy-default:latest":        "bothy-default_t_latest",
 	} {
