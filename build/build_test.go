@@ -1,7 +1,11 @@
 package build_test
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log"
@@ -10,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,6 +157,9 @@ func TestBuildPaths(t *testing.T) {
 	if !img1.Config.Created.Equal(epoch) || img1.Config.Config.Labels[build.LabelSource] != first.Tags.Source {
 		t.Errorf("config: created %v, labels %v", img1.Config.Created, img1.Config.Config.Labels)
 	}
+	if sum := topLayerFile(t, s, img1, ".bothy/bin/bothy-executor"); sum != fileSum(t, testenv.Executor(t)) {
+		t.Errorf("top layer's executor has sha256 %s, want the executor's", sum)
+	}
 	wantOwner := "1234"
 	if m.Mapping().Mode == launch.MapSingle {
 		wantOwner = "0" // only root is mapped: chown fails, the script goes on
@@ -292,6 +300,80 @@ func TestBuildFailures(t *testing.T) {
 	if _, err := plugins.Parse("jupyter,nope"); !errors.Is(err, plugins.ErrUnknown) {
 		t.Errorf("unknown plugin: %v", err)
 	}
+}
+
+// TestBuildConcurrent: two identical builds at once both succeed, with one
+// digest.
+func TestBuildConcurrent(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t))
+	if _, err := m.Image(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	opts := build.Options{Setup: writeFile(t, setupScript)}
+	results := make([]*build.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = build.Build(ctx, m, opts)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if results[0].Image != results[1].Image {
+		t.Errorf("concurrent builds gave %s and %s", results[0].Image, results[1].Image)
+	}
+	for _, n := range results[0].Names {
+		if img, err := m.Store().Resolve(ctx, n); err != nil || img.Digest.String() != results[0].Image {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	noSandboxes(t, m)
+}
+
+// topLayerFile returns the sha256 of the file at name in img's top layer.
+func topLayerFile(t *testing.T, s *oci.Store, img *oci.Image, name string) string {
+	t.Helper()
+	rc, err := s.OpenBlob(img.Layers[len(img.Layers)-1].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	zr, err := gzip.NewReader(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s not in the top layer: %v", name, err)
+		}
+		if h.Name == name {
+			if h.Mode != 0o755 || h.Uid != 0 {
+				t.Errorf("%s: mode %o uid %d", name, h.Mode, h.Uid)
+			}
+			hash := sha256.New()
+			io.Copy(hash, tr)
+			return hex.EncodeToString(hash.Sum(nil))
+		}
+	}
+}
+
+func fileSum(t *testing.T, p string) string {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:])
 }
 
 // storeFiles lists the store's blobs and refs.
