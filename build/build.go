@@ -396,31 +396,48 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 	})
 }
 
-// step runs one command in the build sandbox; a non-zero exit is an error
-// that carries the end of its output.
+// step runs one command in the build sandbox, streaming its output to the
+// progress writer; a non-zero exit is an error that carries the end of its
+// output.
 func (b *builder) step(ctx context.Context, c *client.Client, what string, req api.RunRequest) error {
-	res, err := c.Run(ctx, req)
+	p, err := c.Start(ctx, req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	b.progress.Write(res.StdoutBytes())
-	b.progress.Write(res.StderrBytes())
+	var tail []byte
+	_, err = c.Output(ctx, p.ID, 0, true, func(ev *api.Event) error {
+		if ev.Type == api.EventStdout || ev.Type == api.EventStderr {
+			data := ev.Bytes()
+			b.progress.Write(data)
+			if tail = append(tail, data...); len(tail) > 4096 {
+				tail = tail[len(tail)-2048:]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	st, err := c.Wait(ctx, p.ID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	switch {
-	case res.TimedOut:
+	case st.TimedOut:
 		return fmt.Errorf("%s: timed out after %s", what, time.Duration(req.Timeout*float64(time.Second)))
-	case res.ExitCode != 0 || res.Signal != "":
-		tail := strings.TrimSpace(string(res.StderrBytes()))
-		if tail == "" {
-			tail = strings.TrimSpace(string(res.StdoutBytes()))
+	case st.ExitCode == nil || *st.ExitCode != 0 || st.Signal != "":
+		text := strings.TrimSpace(string(tail))
+		if len(text) > 1500 {
+			text = "…" + text[len(text)-1500:]
 		}
-		if len(tail) > 1500 {
-			tail = "…" + tail[len(tail)-1500:]
+		status := "exited"
+		if st.ExitCode != nil {
+			status = "exited " + strconv.Itoa(*st.ExitCode)
 		}
-		status := "exited " + strconv.Itoa(res.ExitCode)
-		if res.Signal != "" {
-			status = "killed by " + res.Signal
+		if st.Signal != "" {
+			status = "killed by " + st.Signal
 		}
-		return fmt.Errorf("%s %s: %s", what, status, tail)
+		return fmt.Errorf("%s %s: %s", what, status, text)
 	}
 	return nil
 }

@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ggcr "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/bothy-sandbox/bothy/build"
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -297,6 +300,32 @@ func TestBuildFailures(t *testing.T) {
 			}
 		})
 	}
+	t.Run("cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			for cctx.Err() == nil {
+				if list, _ := m.List(cctx); len(list) > 0 {
+					time.Sleep(500 * time.Millisecond)
+					cancel()
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		start := time.Now()
+		_, err := build.Build(cctx, m, build.Options{Setup: writeFile(t, "echo started\nsleep 120\n")})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled build: %v", err)
+		}
+		if d := time.Since(start); d > 60*time.Second {
+			t.Errorf("cancelled build took %s", d)
+		}
+		noSandboxes(t, m)
+		if after := storeFiles(t, s); !slices.Equal(after, before) {
+			t.Errorf("store files changed:\nbefore %v\nafter  %v", before, after)
+		}
+	})
 	if _, err := plugins.Parse("jupyter,nope"); !errors.Is(err, plugins.ErrUnknown) {
 		t.Errorf("unknown plugin: %v", err)
 	}
@@ -417,6 +446,17 @@ func TestPushPull(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Another OCI implementation reads it back, every digest checked.
+	ref, err := name.ParseReference(dest, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteImg, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOCIImage(t, remoteImg, res.Image)
+
 	other := newManager(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t))
 	pulled, err := other.Store().Pull(ctx, dest, oci.PullOptions{TLSVerify: &noTLS})
 	if err != nil {
@@ -434,5 +474,46 @@ func TestPushPull(t *testing.T) {
 	}
 	if got := sh(t, other, dest, "cat /etc/bothy-built"); got != "built" {
 		t.Errorf("pulled image: %q", got)
+	}
+}
+
+// checkOCIImage reads img with go-containerregistry and checks its manifest
+// digest, each layer's blob digest and diff ID, and the config's diff IDs.
+func checkOCIImage(t *testing.T, img ggcr.Image, wantDigest string) {
+	t.Helper()
+	if d, err := img.Digest(); err != nil || d.String() != wantDigest {
+		t.Errorf("manifest digest %v (%v), want %s", d, err, wantDigest)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != len(cfg.RootFS.DiffIDs) {
+		t.Fatalf("%d layers, %d diff IDs", len(layers), len(cfg.RootFS.DiffIDs))
+	}
+	sum := func(open func() (io.ReadCloser, error)) string {
+		rc, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, rc); err != nil {
+			t.Fatal(err)
+		}
+		return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	}
+	for i, l := range layers {
+		d, _ := l.Digest()
+		if got := sum(l.Compressed); got != d.String() {
+			t.Errorf("layer %d: blob hashes to %s, manifest says %s", i, got, d)
+		}
+		if got := sum(l.Uncompressed); got != cfg.RootFS.DiffIDs[i].String() {
+			t.Errorf("layer %d: content hashes to %s, config says %s", i, got, cfg.RootFS.DiffIDs[i])
+		}
 	}
 }
