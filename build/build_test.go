@@ -62,9 +62,13 @@ func defaultArchive(t *testing.T) string {
 }
 
 func newManager(t *testing.T, paths sandbox.Paths, executor string) *sandbox.Manager {
+	return newManagerNS(t, paths, executor, "")
+}
+
+func newManagerNS(t *testing.T, paths sandbox.Paths, executor, userns string) *sandbox.Manager {
 	t.Helper()
 	self, _ := os.Executable()
-	m, err := sandbox.Open(sandbox.Options{Paths: paths, Executor: executor, Init: self, DefaultArchive: defaultArchive(t)})
+	m, err := sandbox.Open(sandbox.Options{Paths: paths, Executor: executor, Init: self, DefaultArchive: defaultArchive(t), UserNS: userns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,6 +333,26 @@ func TestBuildFailures(t *testing.T) {
 	if _, err := plugins.Parse("jupyter,nope"); !errors.Is(err, plugins.ErrUnknown) {
 		t.Errorf("unknown plugin: %v", err)
 	}
+}
+
+// TestBuildSingleMapping: rootless with only the caller mapped (no
+// subordinate ids, the HPC case), apt still installs a package and the
+// layer's files belong to root. As root it is an ordinary build.
+func TestBuildSingleMapping(t *testing.T) {
+	ctx := context.Background()
+	m := newManagerNS(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t), launch.MapSingle)
+	res, err := build.Build(ctx, m, build.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: writeFile(t, setupScript)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "1234"
+	if m.Mapping().Mode == launch.MapSingle {
+		want = "0"
+	}
+	if got := sh(t, m, res.Image, "jq -n 1; stat -c %u /etc/bothy-built"); got != "1\n"+want {
+		t.Errorf("single-mapping build: %q", got)
+	}
+	noSandboxes(t, m)
 }
 
 // TestBuildConcurrent: two identical builds at once both succeed, with one
