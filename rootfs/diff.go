@@ -16,8 +16,9 @@ import (
 )
 
 // ErrUnsupportedUpper is returned by WriteDiff for an overlay upper directory
-// that an OCI layer cannot express: a renamed directory (redirect_dir) or a
-// metadata-only copy-up (metacopy). bothy's mounts leave both off.
+// that an OCI layer cannot express: a renamed directory (redirect_dir), a
+// metadata-only copy-up (metacopy) — bothy's mounts leave both off — or a
+// file whose name starts with ".wh.", which a layer reads as a whiteout.
 var ErrUnsupportedUpper = errors.New("overlay upper directory cannot be expressed as a layer")
 
 // Whiteout names of the OCI image layer format.
@@ -88,6 +89,10 @@ func (d *differ) walk(abs, rel string) error {
 		p := path.Join(rel, name)
 		if d.exclude[p] {
 			continue
+		}
+		if strings.HasPrefix(name, WhiteoutPrefix) {
+			// In a layer the name would delete a file, not be one.
+			return fmt.Errorf("%s: names starting with %q are reserved for whiteouts: %w", p, WhiteoutPrefix, ErrUnsupportedUpper)
 		}
 		if err := d.entry(filepath.Join(abs, name), p); err != nil {
 			return err

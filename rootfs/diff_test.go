@@ -168,6 +168,16 @@ func TestWriteDiffRefusesRedirect(t *testing.T) {
 	}
 }
 
+func TestWriteDiffRefusesWhiteoutNames(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "etc"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "etc", ".wh.passwd"), nil, 0o644))
+	err := WriteDiff(io.Discard, dir, DiffOptions{})
+	if !errors.Is(err, ErrUnsupportedUpper) || !strings.Contains(err.Error(), "etc/.wh.passwd") {
+		t.Errorf("err = %v, want ErrUnsupportedUpper naming etc/.wh.passwd", err)
+	}
+}
+
 func indexOf(s []string, v string) int {
 	for i, x := range s {
 		if x == v {
