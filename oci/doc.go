@@ -60,4 +60,11 @@
 // (application/vnd.oci.image.layer.v1.tar+gzip, fastest level, fixed header
 // without name or mtime), so the same tarball always gives the same layer
 // digest; the diff ID is the sha256 of the uncompressed tar.
+//
+// # Builds
+//
+// A Composer writes a new image from layers the store has and new layer
+// tarballs (stored the same deterministic way), as `bothy build` does; until
+// Commit records it, nothing it wrote is visible, and Close rolls its blobs
+// back if Commit never ran.
 package oci

@@ -60,5 +60,6 @@ func newRoot() *cobra.Command {
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),
 	)
+	root.AddCommand(newBuildCmd(g), newPushCmd(g), newSaveCmd(g), newLoadCmd(g))
 	return root
 }

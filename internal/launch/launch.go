@@ -104,6 +104,8 @@ func Reexec() {
 		os.Exit(launcherMain())
 	case RemoveArg:
 		os.Exit(removeMain())
+	case DiffArg:
+		os.Exit(diffMain())
 	}
 }
 

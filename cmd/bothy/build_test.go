@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+)
+
+// TestBuildShip builds a runtime image on busybox (the CLI tests' default
+// image), ships it by push, save and load to another store, and runs it there.
+func TestBuildShip(t *testing.T) {
+	c := newCLI(t)
+	setup := filepath.Join(t.TempDir(), "setup.sh")
+	if err := os.WriteFile(setup, []byte("echo built > /etc/bothy-built\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Path    string
+		Image   string
+		Names   []string
+		Added   []string
+		Seconds float64
+	}
+	if err := json.Unmarshal([]byte(c.ok("build", "-q", "--setup", setup, "--format", "json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Path != "scratch" || len(res.Names) != 3 || len(res.Added) != 3 || !strings.HasPrefix(res.Image, "sha256:") || res.Seconds <= 0 {
+		t.Fatalf("build: %+v", res)
+	}
+	if out := c.ok("build", "-q", "--setup", setup); !strings.Contains(out, "path: reuse") || !strings.HasPrefix(out, res.Image) {
+		t.Errorf("second build:\n%s", out)
+	}
+
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	dest := strings.TrimPrefix(srv.URL, "http://") + "/team/runtime:1"
+	if out := c.ok("push", "-q", "--tls-verify=false", res.Names[0], dest); strings.TrimSpace(out) != res.Image {
+		t.Errorf("push printed %q", out)
+	}
+	archive := filepath.Join(t.TempDir(), "runtime.tar")
+	c.ok("save", "-q", res.Names[2], archive)
+
+	other := newCLI(t)
+	if out := other.ok("pull", "-q", "--tls-verify=false", dest); strings.TrimSpace(out) != res.Image {
+		t.Errorf("pull gave %q, pushed %s", out, res.Image)
+	}
+	if out := other.ok("load", archive, "shipped:1"); strings.TrimSpace(out) != res.Image {
+		t.Errorf("load gave %q, saved %s", out, res.Image)
+	}
+	if out := other.ok("run", "--rm", "shipped:1", "--", "cat", "/etc/bothy-built"); out != "built\n" {
+		t.Errorf("run on the shipped image: %q", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"build", "--plugins", "nope"}, "unknown plugin"},
+		{[]string{"build", "--format", "yaml"}, "unknown format"},
+		{[]string{"build", "--setup", "/nonexistent/s.sh"}, "/nonexistent/s.sh"},
+		{[]string{"push", "no/such:image", "oci-archive:/tmp/x.tar"}, "not found"},
+	} {
+		if _, errOut, code := c.run("", tc.args...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bothy %s: exit %d, stderr %q, want %q", strings.Join(tc.args, " "), code, errOut, tc.want)
+		}
+	}
+}

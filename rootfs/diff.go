@@ -1,0 +1,288 @@
+package rootfs
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsupportedUpper is returned by WriteDiff for an overlay upper directory
+// that an OCI layer cannot express: a renamed directory (redirect_dir), a
+// metadata-only copy-up (metacopy) — bothy's mounts leave both off — or a
+// file whose name starts with ".wh.", which a layer reads as a whiteout.
+var ErrUnsupportedUpper = errors.New("overlay upper directory cannot be expressed as a layer")
+
+// Whiteout names of the OCI image layer format.
+const (
+	WhiteoutPrefix = ".wh."
+	WhiteoutOpaque = ".wh..wh..opq"
+)
+
+// DiffOptions configures WriteDiff.
+type DiffOptions struct {
+	// Epoch clamps modification times: any later time becomes Epoch, so
+	// that the same changes give the same bytes whenever they were made.
+	Epoch time.Time
+	// Exclude lists paths (slash-separated, relative to the root, e.g.
+	// ".bothy" or "etc/hosts") left out of the layer with everything
+	// below them.
+	Exclude []string
+}
+
+// overlayXattrPrefixes are the namespaces overlayfs keeps its own attributes
+// in: trusted.overlay.* as root, user.overlay.* with userxattr (rootless).
+var overlayXattrPrefixes = []string{"trusted.overlay.", "user.overlay."}
+
+// WriteDiff writes the overlay upper directory dir as an uncompressed OCI
+// layer to w, reproducibly: entries in byte order of their paths, parents
+// first; modification times clamped to opts.Epoch; owners as numeric ids, as
+// stat(2) reports them to the caller (run it inside the sandbox's user
+// namespace to get the ids the sandbox saw); no user or group names, access
+// or change times. Overlay whiteouts (0:0 character devices, or an
+// overlay.whiteout attribute) become ".wh.<name>" entries, and opaque
+// directories (overlay.opaque = "y", trusted or user namespace) get a
+// ".wh..wh..opq" entry. Extended attributes other than overlay's own and
+// security.selinux are kept. Sockets are left out.
+func WriteDiff(w io.Writer, dir string, opts DiffOptions) error {
+	tw := tar.NewWriter(w)
+	d := &differ{tw: tw, epoch: opts.Epoch, links: map[[2]uint64]string{}, exclude: map[string]bool{}}
+	for _, e := range opts.Exclude {
+		d.exclude[strings.Trim(path.Clean("/"+e), "/")] = true
+	}
+	if err := d.walk(dir, ""); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("write layer: %w", err)
+	}
+	return nil
+}
+
+type differ struct {
+	tw      *tar.Writer
+	epoch   time.Time
+	links   map[[2]uint64]string // (dev, inode) → first path, for hard links
+	exclude map[string]bool
+}
+
+// walk writes the children of directory abs (layer path rel, "" for the root).
+func (d *differ) walk(abs, rel string) error {
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return fmt.Errorf("read upper directory: %w", err)
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := path.Join(rel, name)
+		if d.exclude[p] {
+			continue
+		}
+		if strings.HasPrefix(name, WhiteoutPrefix) {
+			// In a layer the name would delete a file, not be one.
+			return fmt.Errorf("%s: names starting with %q are reserved for whiteouts: %w", p, WhiteoutPrefix, ErrUnsupportedUpper)
+		}
+		if err := d.entry(filepath.Join(abs, name), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *differ) entry(abs, rel string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(abs, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", rel, err)
+	}
+	xattrs, err := readXattrs(abs)
+	if err != nil {
+		return fmt.Errorf("read attributes of %s: %w", rel, err)
+	}
+	for _, k := range []string{"redirect", "metacopy"} {
+		if _, ok := overlayXattr(xattrs, k); ok {
+			return fmt.Errorf("%s has overlay attribute %q: %w", rel, k, ErrUnsupportedUpper)
+		}
+	}
+	mode := st.Mode & unix.S_IFMT
+	whiteout := mode == unix.S_IFCHR && st.Rdev == 0
+	if _, ok := overlayXattr(xattrs, "whiteout"); ok && mode == unix.S_IFREG {
+		whiteout = true // the "xwhiteout" form of kernels ≥ 6.7
+	}
+	if whiteout {
+		dir, base := path.Split(rel)
+		return d.write(&tar.Header{Typeflag: tar.TypeReg, Name: dir + WhiteoutPrefix + base, Mode: 0, ModTime: d.markerTime()})
+	}
+	h := &tar.Header{
+		Name:    rel,
+		Mode:    int64(st.Mode & 0o7777),
+		Uid:     int(st.Uid),
+		Gid:     int(st.Gid),
+		ModTime: d.clamp(st.Mtim.Sec),
+	}
+	for k, v := range xattrs {
+		if keepXattr(k) {
+			if h.PAXRecords == nil {
+				h.PAXRecords = map[string]string{}
+			}
+			h.PAXRecords["SCHILY.xattr."+k] = v
+		}
+	}
+	switch mode {
+	case unix.S_IFDIR:
+		h.Typeflag, h.Name = tar.TypeDir, rel+"/"
+		if err := d.write(h); err != nil {
+			return err
+		}
+		if v, ok := overlayXattr(xattrs, "opaque"); ok && v == "y" {
+			if err := d.write(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + WhiteoutOpaque, ModTime: d.markerTime()}); err != nil {
+				return err
+			}
+		}
+		return d.walk(abs, rel)
+	case unix.S_IFREG:
+		if st.Nlink > 1 {
+			key := [2]uint64{uint64(st.Dev), st.Ino}
+			if first, ok := d.links[key]; ok {
+				h.Typeflag, h.Linkname = tar.TypeLink, first
+				return d.write(h)
+			}
+			d.links[key] = rel
+		}
+		h.Typeflag, h.Size = tar.TypeReg, st.Size
+		f, err := os.Open(abs)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", rel, err)
+		}
+		defer f.Close()
+		if err := d.write(h); err != nil {
+			return err
+		}
+		if n, err := io.Copy(d.tw, f); err != nil {
+			return fmt.Errorf("write %s: %w", rel, err)
+		} else if n != st.Size {
+			return fmt.Errorf("write %s: size changed while reading", rel)
+		}
+		return nil
+	case unix.S_IFLNK:
+		target, err := os.Readlink(abs)
+		if err != nil {
+			return fmt.Errorf("read link %s: %w", rel, err)
+		}
+		h.Typeflag, h.Linkname = tar.TypeSymlink, target
+	case unix.S_IFCHR, unix.S_IFBLK:
+		h.Typeflag = tar.TypeChar
+		if mode == unix.S_IFBLK {
+			h.Typeflag = tar.TypeBlock
+		}
+		h.Devmajor, h.Devminor = int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+	case unix.S_IFIFO:
+		h.Typeflag = tar.TypeFifo
+	default:
+		return nil // sockets have no place in a layer
+	}
+	return d.write(h)
+}
+
+func (d *differ) write(h *tar.Header) error {
+	if err := d.tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("write layer entry %s: %w", h.Name, err)
+	}
+	return nil
+}
+
+// clamp returns the modification time for a file modified at sec.
+func (d *differ) clamp(sec int64) time.Time {
+	t := time.Unix(sec, 0).UTC()
+	if t.After(d.epoch) {
+		return d.epoch.UTC().Truncate(time.Second)
+	}
+	return t
+}
+
+// markerTime is the modification time of whiteouts and opaque markers.
+func (d *differ) markerTime() time.Time { return d.epoch.UTC().Truncate(time.Second) }
+
+// overlayXattr returns overlay's attribute name ("opaque", "whiteout", …) in
+// either namespace.
+func overlayXattr(xattrs map[string]string, name string) (string, bool) {
+	for _, p := range overlayXattrPrefixes {
+		if v, ok := xattrs[p+name]; ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func keepXattr(k string) bool {
+	if k == "security.selinux" {
+		return false
+	}
+	for _, p := range overlayXattrPrefixes {
+		if strings.HasPrefix(k, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// readXattrs returns a file's extended attributes (without following a
+// symbolic link). Attributes the caller may not read are left out.
+func readXattrs(p string) (map[string]string, error) {
+	size, err := unix.Llistxattr(p, nil)
+	if err != nil || size == 0 {
+		if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Llistxattr(p, buf); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, k := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
+		if k == "" {
+			continue
+		}
+		v, err := lgetxattr(p, k)
+		if err != nil {
+			if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOTSUP) {
+				continue
+			}
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func lgetxattr(p, k string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Lgetxattr(p, k, buf)
+		if errors.Is(err, unix.ERANGE) {
+			size, err := unix.Lgetxattr(p, k, nil)
+			if err != nil {
+				return "", err
+			}
+			buf = make([]byte, size+1)
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+}

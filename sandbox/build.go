@@ -1,0 +1,21 @@
+package sandbox
+
+import (
+	"context"
+
+	"github.com/bothy-sandbox/bothy/oci"
+)
+
+// What an image build (package build) needs of the manager.
+
+// Executor is the host path of the executor binary sandboxes get.
+func (m *Manager) Executor() string { return m.opts.Executor }
+
+// Init is the binary re-executed as launcher, remover and layer writer.
+func (m *Manager) Init() string { return m.opts.Init }
+
+// Image resolves ref in the store as Create does: "" is the embedded default
+// image, imported on first use.
+func (m *Manager) Image(ctx context.Context, ref string) (*oci.Image, error) {
+	return m.image(ctx, ref)
+}
