@@ -1,0 +1,215 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ChangeKind is how a path differs between an overlay's lower layers and its
+// merged view, with docker diff's letters.
+type ChangeKind byte
+
+const (
+	Added   ChangeKind = 'A'
+	Changed ChangeKind = 'C'
+	Deleted ChangeKind = 'D'
+)
+
+// Change is one changed path, slash-separated and absolute within the
+// overlay ("/etc/passwd").
+type Change struct {
+	Kind ChangeKind `json:"kind"`
+	Path string     `json:"path"`
+}
+
+func (c Change) String() string { return string(c.Kind) + " " + c.Path }
+
+// MarshalText makes the kind a letter in JSON.
+func (k ChangeKind) MarshalText() ([]byte, error) { return []byte{byte(k)}, nil }
+
+// Diff lists what the overlay upper directory upper changes in the lower
+// layers lowers (top-most first), as docker diff does: A for a path the
+// lowers lack, C for one they have, D for a whiteout. Directories that only
+// hold changes are C. Both whiteout formats are read: character devices 0:0
+// and overlay.whiteout xattrs, with opaque directories marked by
+// overlay.opaque in the trusted. (root) or user. (userxattr, rootless)
+// namespace. Nothing is followed out of the trees: symlinks are entries.
+func Diff(upper string, lowers []string) ([]Change, error) {
+	var out []Change
+	var walk func(rel string, lowerVisible bool) error
+	walk = func(rel string, lowerVisible bool) error {
+		dir := filepath.Join(upper, filepath.FromSlash(rel))
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("diff %s: %w", dir, err)
+		}
+		names := make(map[string]bool, len(entries))
+		for _, e := range entries {
+			names[e.Name()] = true
+			p := path.Join(rel, e.Name())
+			full := filepath.Join(dir, e.Name())
+			st, err := os.Lstat(full)
+			if err != nil {
+				return fmt.Errorf("diff %s: %w", full, err)
+			}
+			if isWhiteout(full, st) {
+				if lowerVisible && lowerHas(lowers, p) {
+					out = append(out, Change{Deleted, "/" + p})
+				}
+				continue
+			}
+			inLower := lowerVisible && lowerHas(lowers, p)
+			kind := Added
+			if inLower {
+				kind = Changed
+			}
+			out = append(out, Change{kind, "/" + p})
+			if !st.IsDir() {
+				continue
+			}
+			childVisible := inLower && lowerIsDir(lowers, p)
+			if childVisible && isOpaque(full) {
+				// Everything the lowers had in it is gone, bar what
+				// the upper directory holds again.
+				for _, name := range lowerNames(lowers, p) {
+					if !upperHas(full, name) {
+						out = append(out, Change{Deleted, "/" + path.Join(p, name)})
+					}
+				}
+				childVisible = false
+			}
+			if err := walk(p, childVisible); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk("", true); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+var xattrPrefixes = []string{"trusted.", "user."}
+
+// isWhiteout reports an overlay whiteout: a character device 0:0, or (the
+// xattr format) an empty regular file with an overlay.whiteout xattr.
+func isWhiteout(p string, st fs.FileInfo) bool {
+	if st.Mode()&fs.ModeCharDevice != 0 {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			return sys.Rdev == 0
+		}
+		return false
+	}
+	if st.Mode().IsRegular() && st.Size() == 0 {
+		return hasXattr(p, "overlay.whiteout")
+	}
+	return false
+}
+
+// isOpaque reports a directory marked opaque ("y"; "x" only says it holds
+// xattr whiteouts).
+func isOpaque(p string) bool {
+	for _, pre := range xattrPrefixes {
+		buf := make([]byte, 8)
+		n, err := unix.Lgetxattr(p, pre+"overlay.opaque", buf)
+		if err == nil && n == 1 && buf[0] == 'y' {
+			return true
+		}
+	}
+	return false
+}
+
+func hasXattr(p, name string) bool {
+	for _, pre := range xattrPrefixes {
+		if _, err := unix.Lgetxattr(p, pre+name, nil); err == nil || errors.Is(err, unix.ERANGE) {
+			return true
+		}
+	}
+	return false
+}
+
+// lowerLookup finds rel in the merged lower layers: the file info of the
+// entry that shows, or nil. Each layer is walked component by component with
+// lstat, so no symlink is followed, and whiteouts, opaque directories and
+// non-directories hide the layers below them as the kernel's lookup does.
+func lowerLookup(lowers []string, rel string) (fs.FileInfo, string) {
+	parts := strings.Split(rel, "/")
+	for _, l := range lowers {
+		cur := l
+		for i, c := range parts {
+			cur = filepath.Join(cur, c)
+			st, err := os.Lstat(cur)
+			if err != nil {
+				break // not in this layer: look below
+			}
+			if isWhiteout(cur, st) {
+				return nil, ""
+			}
+			if i == len(parts)-1 {
+				return st, cur
+			}
+			if !st.IsDir() {
+				return nil, ""
+			}
+			if isOpaque(cur) {
+				// Nothing below this layer shows under cur; what this
+				// layer has is checked on.
+				lowers = nil
+			}
+		}
+		if lowers == nil {
+			return nil, ""
+		}
+	}
+	return nil, ""
+}
+
+func lowerHas(lowers []string, rel string) bool {
+	st, _ := lowerLookup(lowers, rel)
+	return st != nil
+}
+
+func lowerIsDir(lowers []string, rel string) bool {
+	st, _ := lowerLookup(lowers, rel)
+	return st != nil && st.IsDir()
+}
+
+// lowerNames lists what the merged lowers show in directory rel.
+func lowerNames(lowers []string, rel string) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, l := range lowers {
+		dir := filepath.Join(l, filepath.FromSlash(rel))
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if seen[e.Name()] {
+				continue
+			}
+			seen[e.Name()] = true
+			if lowerHas(lowers, path.Join(rel, e.Name())) {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func upperHas(dir, name string) bool {
+	st, err := os.Lstat(filepath.Join(dir, name))
+	return err == nil && !isWhiteout(filepath.Join(dir, name), st)
+}
