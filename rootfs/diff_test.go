@@ -70,12 +70,12 @@ func TestDiff(t *testing.T) {
 			// The sandbox's changes.
 			tree(t, upper, prefix,
 				"d etc", "f etc/passwd", "f etc/new", "w etc/apt", // passwd changed, apt deleted
-				"w gone",                                           // dir deleted
-				"o var/cache", "f var/cache/c3",                   // cache emptied, refilled
-				"d usr", "f usr/lib",                              // lib was whited out below: new
-				"f link",                                          // symlink replaced by a file
-				"d newdir/sub", "f newdir/sub/f",                  // added tree
-				"w etc/group",                                     // whiteout of what lowers lack: nothing
+				"w gone",                        // dir deleted
+				"o var/cache", "f var/cache/c3", // cache emptied, refilled
+				"d usr", "f usr/lib", // lib was whited out below: new
+				"f link",                         // symlink replaced by a file
+				"d newdir/sub", "f newdir/sub/f", // added tree
+				"w etc/group", // whiteout of what lowers lack: nothing
 			)
 			got, err := Diff(upper, []string{low1, low2})
 			if err != nil {

@@ -117,7 +117,10 @@ func TestVolumes(t *testing.T) {
 		t.Errorf("read-only host directory changed:\n%s\nwas:\n%s", got, roBefore)
 	}
 	// Named volume: created on first use, under the data directory.
-	run(t, sb, "echo kept > /cache/f")
+	// Files of other users in the sandbox belong to subordinate ids on the
+	// host (rootless, subordinate ids; a single-id mapping cannot chown):
+	// removing the volume must still work.
+	run(t, sb, "echo kept > /cache/f && mkdir -m 700 /cache/p && touch /cache/p/x && { chown -R 1000:1000 /cache/p 2>/dev/null || true; }")
 	v, err := m.InspectVolume(ctx, "cache")
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +258,8 @@ func TestOverlayVolume(t *testing.T) {
 		t.Error("export into a non-empty directory succeeded")
 	}
 	upper := d.Upper
+	// Files of other users in the upper dir, as in the volume test.
+	run(t, sb, "mkdir -m 700 /work/p && touch /work/p/x && { chown -R 1000:1000 /work/p 2>/dev/null || true; }")
 	if err := m.Remove(ctx, sb.ID, true); err != nil {
 		t.Fatal(err)
 	}
