@@ -36,6 +36,15 @@ func (c Change) String() string { return string(c.Kind) + " " + c.Path }
 // MarshalText makes the kind a letter in JSON.
 func (k ChangeKind) MarshalText() ([]byte, error) { return []byte{byte(k)}, nil }
 
+// UnmarshalText reads A, C or D.
+func (k *ChangeKind) UnmarshalText(b []byte) error {
+	if len(b) != 1 || !strings.ContainsRune("ACD", rune(b[0])) {
+		return fmt.Errorf("change kind %q: want A, C or D", b)
+	}
+	*k = ChangeKind(b[0])
+	return nil
+}
+
 // Diff lists what the overlay upper directory upper changes in the lower
 // layers lowers (top-most first), as docker diff does: A for a path the
 // lowers lack, C for one they have, D for a whiteout. Directories that only
