@@ -414,3 +414,36 @@ func TestVolumeTargetSymlinks(t *testing.T) {
 		t.Error("a volume through a symlink to /proc was mounted")
 	}
 }
+
+// TestCreateVolumeRace: of many concurrent creations of one name, exactly
+// one succeeds and the others are told it exists.
+func TestCreateVolumeRace(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := m.CreateVolume(ctx, "race")
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case !errors.Is(err, sandbox.ErrVolumeExists):
+			t.Errorf("concurrent create: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d concurrent creations succeeded, want 1", ok)
+	}
+	entries, _ := os.ReadDir(m.Paths().Volumes())
+	for _, e := range entries {
+		if e.Name() != "race" && e.Name() != ".lock" {
+			t.Errorf("left in the volume directory: %s", e.Name())
+		}
+	}
+}

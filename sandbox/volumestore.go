@@ -112,9 +112,9 @@ func (m *Manager) createVolume(name string, exist bool) (*Volume, error) {
 	if err := writeJSON(filepath.Join(tmp, volumeMeta), v); err != nil {
 		return nil, fmt.Errorf("create volume %s: %w", name, err)
 	}
-	// rename(2) onto an existing directory fails: the name is taken
-	// atomically, by exactly one creator.
-	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); err != nil {
+	// rename(2) of a directory onto a non-empty one (every volume holds
+	// volume.json) fails: the name is taken atomically, by one creator.
+	if err := os.Rename(tmp, dir); err != nil {
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			if exist {
 				return m.readVolume(name)
