@@ -48,7 +48,7 @@ func (m *Manager) Diff(ctx context.Context, ref, target string) (*DiffResult, er
 		}
 		// Mount points bothy and libcontainer created are not the
 		// sandbox's changes.
-		own := map[string]bool{}
+		own := map[string]bool{"/proc": true, "/sys": true, "/dev": true}
 		for _, f := range ownFiles {
 			own[f] = true
 		}

@@ -262,7 +262,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		ID: id, Hostname: hostname, Rootfs: filepath.Join(dir, "rootfs"), Rootless: sb.Rootless,
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
-		Mounts: specMounts(id, mounts, m),
+		Mounts: m.specMounts(id, mounts),
 	})
 	if err != nil {
 		return nil, err

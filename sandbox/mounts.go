@@ -131,7 +131,7 @@ func (m *Manager) setupMounts(id string, mounts []Mount) ([]launch.Overlay, erro
 }
 
 // specMounts are the runtime-spec mounts of the volumes, in order.
-func specMounts(id string, mounts []Mount, m *Manager) []specs.Mount {
+func (m *Manager) specMounts(id string, mounts []Mount) []specs.Mount {
 	var out []specs.Mount
 	for i, mnt := range mounts {
 		switch mnt.Kind {
@@ -140,12 +140,12 @@ func specMounts(id string, mounts []Mount, m *Manager) []specs.Mount {
 			if mnt.Kind == MountOverlay {
 				_, _, src = m.volumeDirs(id, i)
 			}
+			// Not "rw": clearing a read-only flag the host mount has
+			// locked fails in a user namespace, and is not ours to do.
 			opts := []string{"rbind", "nosuid", "nodev"}
 			if mnt.ReadOnly {
 				// rro: submounts of the host directory are read-only too.
 				opts = append(opts, "ro", "rro")
-			} else {
-				opts = append(opts, "rw")
 			}
 			out = append(out, specs.Mount{Destination: mnt.Target, Type: "bind", Source: src, Options: opts})
 		case MountTmpfs:
