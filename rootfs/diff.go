@@ -3,6 +3,7 @@ package rootfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -221,4 +222,78 @@ func lowerNames(lowers []string, rel string) []string {
 func upperHas(dir, name string) bool {
 	st, err := os.Lstat(filepath.Join(dir, name))
 	return err == nil && !isWhiteout(filepath.Join(dir, name), st)
+}
+
+// Export copies what changes (from [Diff] of upper) added or changed into
+// dst, a new or empty directory, as plain files of the caller: directories,
+// regular files with their permission bits (no setuid, setgid or sticky
+// bit), and symlinks as links, never followed. Deletions have no
+// representation there. Writes go through an [os.Root] on dst, so nothing
+// lands outside it.
+func Export(upper string, changes []Change, dst string) error {
+	if entries, err := os.ReadDir(dst); err == nil && len(entries) > 0 {
+		return fmt.Errorf("export to %s: directory is not empty", dst)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("export to %s: %w", dst, err)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("export to %s: %w", dst, err)
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return fmt.Errorf("export to %s: %w", dst, err)
+	}
+	defer root.Close()
+	for _, c := range changes {
+		rel := strings.TrimPrefix(path.Clean("/"+c.Path), "/")
+		if c.Kind == Deleted || rel == "" {
+			continue
+		}
+		if err := exportOne(root, filepath.Join(upper, filepath.FromSlash(rel)), rel); err != nil {
+			return fmt.Errorf("export %s: %w", c.Path, err)
+		}
+	}
+	return nil
+}
+
+func exportOne(root *os.Root, src, rel string) error {
+	st, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.IsDir():
+		if err := root.MkdirAll(rel, 0o755); err != nil {
+			return err
+		}
+		return root.Chmod(rel, st.Mode().Perm()|0o700)
+	case st.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			return err
+		}
+		return root.Symlink(target, rel)
+	case st.Mode().IsRegular():
+		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			return err
+		}
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm()|0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	}
+	return nil // devices, fifos, sockets: not exported
 }

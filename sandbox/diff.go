@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,20 +28,38 @@ type DiffResult struct {
 	Changes []rootfs.Change `json:"changes"`
 }
 
-// Diff lists what the sandbox changed in the overlay volume mounted at target,
-// or, with target empty or "/", in its root filesystem (bothy's own mount
-// points under /.bothy left out). The sandbox may be running or stopped.
-func (m *Manager) Diff(ctx context.Context, ref, target string) (*DiffResult, error) {
+// DiffOptions choose what Diff reads and whether it keeps a copy.
+type DiffOptions struct {
+	// Target is the container path of an overlay volume; empty or "/" for
+	// the root filesystem.
+	Target string
+	// Export, when set, is a new or empty host directory that receives a
+	// copy of every added and changed file (see rootfs.Export), with paths
+	// relative to Target.
+	Export string
+}
+
+// Diff lists what the sandbox changed in the overlay volume mounted at
+// opts.Target, or in its root filesystem (bothy's own mount points left
+// out). The sandbox may be running or stopped. Under a subordinate-id
+// mapping the upper directory is read from inside a namespace with the
+// sandbox's mapping, where every file the sandbox wrote is readable.
+func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*DiffResult, error) {
 	sb, err := m.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if target == "" || path.Clean(target) == "/" {
+	if opts.Export != "" {
+		if opts.Export, err = filepath.Abs(opts.Export); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Target == "" || path.Clean(opts.Target) == "/" {
 		lowers, err := m.rootfsLowers(sb)
 		if err != nil {
 			return nil, err
 		}
-		changes, err := rootfs.Diff(sb.UpperDir, lowers)
+		changes, err := launch.DiffAs(m.opts.Init, sb.IDMap, launch.DiffRequest{Upper: sb.UpperDir, Lowers: lowers})
 		if err != nil {
 			return nil, err
 		}
@@ -62,9 +79,16 @@ func (m *Manager) Diff(ctx context.Context, ref, target string) (*DiffResult, er
 			}
 			kept = append(kept, c)
 		}
+		if opts.Export != "" {
+			// The export is made from the kept changes only, by the
+			// same rights.
+			if _, err := launch.DiffAs(m.opts.Init, sb.IDMap, launch.DiffRequest{Upper: sb.UpperDir, Export: opts.Export, Only: kept}); err != nil {
+				return nil, err
+			}
+		}
 		return &DiffResult{Target: "/", Upper: sb.UpperDir, Changes: kept}, nil
 	}
-	clean := path.Clean(target)
+	clean := path.Clean(opts.Target)
 	for _, mnt := range sb.Mounts {
 		if mnt.Target != clean {
 			continue
@@ -72,7 +96,7 @@ func (m *Manager) Diff(ctx context.Context, ref, target string) (*DiffResult, er
 		if mnt.Kind != MountOverlay {
 			return nil, fmt.Errorf("%w: %s in sandbox %s is a %s mount (%q)", ErrNoOverlay, clean, sb.ShortID(), mnt.Kind, mnt.Spec)
 		}
-		changes, err := rootfs.Diff(mnt.Upper, []string{mnt.HostPath})
+		changes, err := launch.DiffAs(m.opts.Init, sb.IDMap, launch.DiffRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
 		if err != nil {
 			return nil, err
 		}
@@ -112,80 +136,4 @@ func (m *Manager) rootfsLowers(sb *Sandbox) ([]string, error) {
 		lowers[len(lowers)-1-i] = filepath.Join(req.LayerCache, l.DiffID.Algorithm().String(), l.DiffID.Encoded())
 	}
 	return lowers, nil
-}
-
-// Export copies what the diff added or changed from its upper directory into
-// dst, a new or empty directory, as plain files the caller owns: directories,
-// regular files (with their permission bits) and symlinks (as links, never
-// followed). Deleted paths are not represented there; they are in the diff.
-// Paths in dst are relative to the diff's target.
-func (d *DiffResult) Export(dst string) error {
-	if entries, err := os.ReadDir(dst); err == nil && len(entries) > 0 {
-		return fmt.Errorf("export to %s: directory is not empty", dst)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("export to %s: %w", dst, err)
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return fmt.Errorf("export to %s: %w", dst, err)
-	}
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		return fmt.Errorf("export to %s: %w", dst, err)
-	}
-	defer root.Close()
-	for _, c := range d.Changes {
-		if c.Kind == rootfs.Deleted {
-			continue
-		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(c.Path, d.Target), "/")
-		if rel == "" {
-			continue
-		}
-		if err := exportOne(root, filepath.Join(d.Upper, filepath.FromSlash(rel)), rel); err != nil {
-			return fmt.Errorf("export %s: %w", c.Path, err)
-		}
-	}
-	return nil
-}
-
-func exportOne(root *os.Root, src, rel string) error {
-	st, err := os.Lstat(src)
-	if err != nil {
-		return err
-	}
-	switch {
-	case st.IsDir():
-		if err := root.MkdirAll(rel, 0o755); err != nil {
-			return err
-		}
-		return root.Chmod(rel, st.Mode().Perm()|0o700)
-	case st.Mode()&os.ModeSymlink != 0:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-			return err
-		}
-		return root.Symlink(target, rel)
-	case st.Mode().IsRegular():
-		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-			return err
-		}
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm()|0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	}
-	return nil // devices, fifos, sockets: not exported
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/rootfs"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -211,7 +212,7 @@ func TestOverlayVolume(t *testing.T) {
 		t.Errorf("ro,overlay volume reads %q", got)
 	}
 
-	d, err := m.Diff(ctx, sb.ID, "/work/")
+	d, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Target: "/work/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,15 +225,15 @@ func TestOverlayVolume(t *testing.T) {
 	if !slices.Equal(lines, want) {
 		t.Errorf("diff /work:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
-	if d, err := m.Diff(ctx, sb.ID, "/ref"); err != nil || len(d.Changes) != 0 {
+	if d, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Target: "/ref"}); err != nil || len(d.Changes) != 0 {
 		t.Errorf("diff of the untouched ro,overlay volume: %v %v", d, err)
 	}
-	if _, err := m.Diff(ctx, sb.ID, "/nowhere"); !errors.Is(err, sandbox.ErrNoOverlay) {
+	if _, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Target: "/nowhere"}); !errors.Is(err, sandbox.ErrNoOverlay) {
 		t.Errorf("diff of a path without an overlay: %v", err)
 	}
 	// The root filesystem's diff leaves bothy's own mount points out.
 	run(t, sb, "echo x > /etc/motd && rm /etc/group")
-	rd, err := m.Diff(ctx, sb.ID, "")
+	rd, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,19 +248,40 @@ func TestOverlayVolume(t *testing.T) {
 	// Export, then removal: the exported files stay, the upper dirs go,
 	// the host directory is as it was.
 	export := filepath.Join(t.TempDir(), "export")
-	if err := d.Export(export); err != nil {
+	if _, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Target: "/work", Export: export}); err != nil {
 		t.Fatal(err)
 	}
 	if got := snapshot(t, export); !strings.Contains(got, `main.go -rw-r--r-- "package main\n// edited\n"`) ||
 		!strings.Contains(got, `new/dir/f -rw-r--r-- "n\n"`) || !strings.Contains(got, `docs/c.md`) || strings.Contains(got, "a.md") {
 		t.Errorf("export:\n%s", got)
 	}
-	if err := d.Export(export); err == nil {
+	if _, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Target: "/work", Export: export}); err == nil {
 		t.Error("export into a non-empty directory succeeded")
 	}
+	// The root filesystem's export holds the kept changes only.
+	rootExport := filepath.Join(t.TempDir(), "root")
+	if _, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Export: rootExport}); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshot(t, rootExport); !strings.Contains(got, `etc/motd -rw-r--r-- "x\n"`) || strings.Contains(got, "hosts") || strings.Contains(got, "work") {
+		t.Errorf("root filesystem export:\n%s", got)
+	}
 	upper := d.Upper
-	// Files of other users in the upper dir, as in the volume test.
-	run(t, sb, "mkdir -m 700 /work/p && touch /work/p/x && { chown -R 1000:1000 /work/p 2>/dev/null || true; }")
+	// Files of other users in the upper dir, as in the volume test: the
+	// diff reads them (from the sandbox's user namespace when rootless),
+	// and removal removes them.
+	run(t, sb, "mkdir -m 700 /work/p /home/p && echo s > /work/p/x && echo s > /home/p/x && "+
+		"{ chown -R 1000:1000 /work/p /home/p 2>/dev/null || true; } && chmod 600 /work/p/x")
+	priv := filepath.Join(t.TempDir(), "priv")
+	if d, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Target: "/work", Export: priv}); err != nil || !slices.Contains(d.Changes, rootfs.Change{Kind: rootfs.Added, Path: "/work/p/x"}) {
+		t.Errorf("diff of files private to another user: %v %v", d, err)
+	}
+	if data, err := os.ReadFile(filepath.Join(priv, "p", "x")); err != nil || string(data) != "s\n" {
+		t.Errorf("export of a file private to another user: %q %v", data, err)
+	}
+	if d, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{}); err != nil || !slices.Contains(d.Changes, rootfs.Change{Kind: rootfs.Added, Path: "/home/p/x"}) {
+		t.Errorf("root filesystem diff with files private to another user: %v %v", d, err)
+	}
 	if err := m.Remove(ctx, sb.ID, true); err != nil {
 		t.Fatal(err)
 	}

@@ -167,14 +167,9 @@ changed files into DIR (new or empty) first, so they outlive the sandbox.`,
 			if len(args) == 2 {
 				target = args[1]
 			}
-			d, err := m.Diff(cmd.Context(), args[0], target)
+			d, err := m.Diff(cmd.Context(), args[0], sandbox.DiffOptions{Target: target, Export: export})
 			if err != nil {
 				return err
-			}
-			if export != "" {
-				if err := d.Export(export); err != nil {
-					return err
-				}
 			}
 			switch format {
 			case "json":

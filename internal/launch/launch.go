@@ -106,6 +106,8 @@ func Reexec() {
 		os.Exit(launcherMain())
 	case RemoveArg:
 		os.Exit(removeMain())
+	case DiffArg:
+		os.Exit(diffMain())
 	}
 }
 
