@@ -171,7 +171,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
-	if len(mounts) > 0 {
+	if slices.ContainsFunc(mounts, func(mnt Mount) bool { return mnt.Kind == MountVolume }) {
 		unlock, err := m.lockVolumes(false)
 		if err != nil {
 			return nil, err
