@@ -59,7 +59,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if err != nil {
 			return nil, err
 		}
-		changes, err := launch.DiffAs(m.opts.Init, sb.IDMap, launch.DiffRequest{Upper: sb.UpperDir, Lowers: lowers})
+		changes, err := launch.ChangesAs(m.opts.Init, sb.IDMap, launch.ChangesRequest{Upper: sb.UpperDir, Lowers: lowers})
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +82,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if opts.Export != "" {
 			// The export is made from the kept changes only, by the
 			// same rights.
-			if _, err := launch.DiffAs(m.opts.Init, sb.IDMap, launch.DiffRequest{Upper: sb.UpperDir, Export: opts.Export, Only: kept}); err != nil {
+			if _, err := launch.ChangesAs(m.opts.Init, sb.IDMap, launch.ChangesRequest{Upper: sb.UpperDir, Export: opts.Export, Only: kept}); err != nil {
 				return nil, err
 			}
 		}
@@ -96,7 +96,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if mnt.Kind != MountOverlay {
 			return nil, fmt.Errorf("%w: %s in sandbox %s is a %s mount (%q)", ErrNoOverlay, clean, sb.ShortID(), mnt.Kind, mnt.Spec)
 		}
-		changes, err := launch.DiffAs(m.opts.Init, sb.IDMap, launch.DiffRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
+		changes, err := launch.ChangesAs(m.opts.Init, sb.IDMap, launch.ChangesRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
 		if err != nil {
 			return nil, err
 		}

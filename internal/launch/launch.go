@@ -104,10 +104,10 @@ func Reexec() {
 		os.Exit(1) // Init only returns on failure, after reporting it.
 	case Arg:
 		os.Exit(launcherMain())
+	case ChangesArg:
+		os.Exit(changesMain())
 	case RemoveArg:
 		os.Exit(removeMain())
-	case DiffArg:
-		os.Exit(diffMain())
 	}
 }
 

@@ -56,7 +56,7 @@ func xattrFormats() []string {
 	return []string{"user."}
 }
 
-func TestDiff(t *testing.T) {
+func TestChanges(t *testing.T) {
 	for _, prefix := range xattrFormats() {
 		t.Run(strings.TrimSuffix(prefix, "."), func(t *testing.T) {
 			base := t.TempDir()
@@ -77,7 +77,7 @@ func TestDiff(t *testing.T) {
 				"d newdir/sub", "f newdir/sub/f", // added tree
 				"w etc/group", // whiteout of what lowers lack: nothing
 			)
-			got, err := Diff(upper, []string{low1, low2})
+			got, err := Changes(upper, []string{low1, low2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,15 +100,15 @@ func TestDiff(t *testing.T) {
 	}
 }
 
-// TestDiffNoFollow: a symlink in a lower layer is never followed to decide
+// TestChangesNoFollow: a symlink in a lower layer is never followed to decide
 // whether a path exists below it.
-func TestDiffNoFollow(t *testing.T) {
+func TestChangesNoFollow(t *testing.T) {
 	base := t.TempDir()
 	outside, lower, upper := filepath.Join(base, "outside"), filepath.Join(base, "lower"), filepath.Join(base, "upper")
 	tree(t, outside, "user.", "f secret")
 	tree(t, lower, "user.", "l esc "+outside)
 	tree(t, upper, "user.", "d esc", "f esc/secret")
-	got, err := Diff(upper, []string{lower})
+	got, err := Changes(upper, []string{lower})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,14 +46,14 @@ func (k *ChangeKind) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Diff lists what the overlay upper directory upper changes in the lower
+// Changes lists what the overlay upper directory upper changes in the lower
 // layers lowers (top-most first), as docker diff does: A for a path the
 // lowers lack, C for one they have, D for a whiteout. Directories that only
 // hold changes are C. Both whiteout formats are read: character devices 0:0
 // and overlay.whiteout xattrs, with opaque directories marked by
 // overlay.opaque in the trusted. (root) or user. (userxattr, rootless)
 // namespace. Nothing is followed out of the trees: symlinks are entries.
-func Diff(upper string, lowers []string) ([]Change, error) {
+func Changes(upper string, lowers []string) ([]Change, error) {
 	var out []Change
 	var walk func(rel string, lowerVisible bool) error
 	walk = func(rel string, lowerVisible bool) error {
@@ -224,7 +224,7 @@ func upperHas(dir, name string) bool {
 	return err == nil && !isWhiteout(filepath.Join(dir, name), st)
 }
 
-// Export copies what changes (from [Diff] of upper) added or changed into
+// Export copies what changes (from [Changes] of upper) added or changed into
 // dst, a new or empty directory, as plain files of the caller: directories,
 // regular files with their permission bits (no setuid, setgid or sticky
 // bit), and symlinks as links, never followed. Deletions have no

@@ -11,14 +11,15 @@ import (
 	"github.com/bothy-sandbox/bothy/rootfs"
 )
 
-// DiffArg turns the binary into a differ: an upper directory written under
-// a subordinate-id mapping may hold directories only those ids can read, so
-// it is read (and exported) from inside a namespace with the same mapping.
-const DiffArg = "__bothy_diff"
+// ChangesArg turns the binary into a change lister: an upper directory
+// written under a subordinate-id mapping may hold directories only those ids
+// can read, so it is read (and exported) from inside a namespace with the
+// same mapping.
+const ChangesArg = "__bothy_changes"
 
-// DiffRequest asks for the changes of the overlay upper directory Upper over
+// ChangesRequest asks for the changes of the overlay upper directory Upper over
 // Lowers (top-most first) and, with Export set, a copy of them there.
-type DiffRequest struct {
+type ChangesRequest struct {
 	Upper  string   `json:"upper"`
 	Lowers []string `json:"lowers"`
 	Export string   `json:"export,omitempty"`
@@ -27,31 +28,31 @@ type DiffRequest struct {
 	Only []rootfs.Change `json:"only"` // null: diff; []: export nothing
 }
 
-type diffResult struct {
+type changesResult struct {
 	Changes []rootfs.Change `json:"changes"`
 	Error   string          `json:"error,omitempty"`
 }
 
-// DiffAs runs req with the caller's rights, or, under a subordinate-id
+// ChangesAs runs req with the caller's rights, or, under a subordinate-id
 // mapping, inside a user namespace mapped as m by re-executing init (which
 // must call Reexec). Exported files belong to the caller either way.
-func DiffAs(init string, m Mapping, req DiffRequest) ([]rootfs.Change, error) {
+func ChangesAs(init string, m Mapping, req ChangesRequest) ([]rootfs.Change, error) {
 	if m.Mode != MapSubID {
-		return runDiff(req)
+		return runChanges(req)
 	}
 	in, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(init, DiffArg)
+	cmd := exec.Command(init, ChangesArg)
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := Start(cmd, m); err != nil {
 		return nil, fmt.Errorf("diff %s: %w", req.Upper, err)
 	}
 	waitErr := cmd.Wait()
-	var res diffResult
+	var res changesResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		return nil, fmt.Errorf("diff %s: %v: %s", req.Upper, waitErr, bytes.TrimSpace(stderr.Bytes()))
 	}
@@ -61,11 +62,11 @@ func DiffAs(init string, m Mapping, req DiffRequest) ([]rootfs.Change, error) {
 	return res.Changes, nil
 }
 
-func runDiff(req DiffRequest) ([]rootfs.Change, error) {
+func runChanges(req ChangesRequest) ([]rootfs.Change, error) {
 	changes := req.Only
 	if changes == nil {
 		var err error
-		if changes, err = rootfs.Diff(req.Upper, req.Lowers); err != nil {
+		if changes, err = rootfs.Changes(req.Upper, req.Lowers); err != nil {
 			return nil, err
 		}
 	}
@@ -77,21 +78,21 @@ func runDiff(req DiffRequest) ([]rootfs.Change, error) {
 	return changes, nil
 }
 
-func diffMain() int {
-	var res diffResult
-	var req DiffRequest
+func changesMain() int {
+	var res changesResult
+	var req ChangesRequest
 	err := waitMapped()
 	if err == nil {
 		err = json.NewDecoder(os.Stdin).Decode(&req)
 	}
 	if err == nil {
-		res.Changes, err = runDiff(req)
+		res.Changes, err = runChanges(req)
 	}
 	if err != nil {
 		res.Error = err.Error()
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
-		fmt.Fprintln(os.Stderr, "bothy diff:", err)
+		fmt.Fprintln(os.Stderr, "bothy changes:", err)
 		return 1
 	}
 	return 0
