@@ -53,21 +53,28 @@ func (k *ChangeKind) UnmarshalText(b []byte) error {
 // and overlay.whiteout xattrs, with opaque directories marked by
 // overlay.opaque in the trusted. (root) or user. (userxattr, rootless)
 // namespace. Nothing is followed out of the trees: symlinks are entries.
+//
+// A running sandbox can change its upper directory while it is read: the
+// upper directory is walked through an [os.Root], so swapping a directory
+// for a symlink cannot lead the walk out of it.
 func Changes(upper string, lowers []string) ([]Change, error) {
+	root, err := os.OpenRoot(upper)
+	if err != nil {
+		return nil, fmt.Errorf("diff %s: %w", upper, err)
+	}
+	defer root.Close()
 	var out []Change
 	var walk func(rel string, lowerVisible bool) error
 	walk = func(rel string, lowerVisible bool) error {
 		dir := filepath.Join(upper, filepath.FromSlash(rel))
-		entries, err := os.ReadDir(dir)
+		entries, err := readDirIn(root, rel)
 		if err != nil {
 			return fmt.Errorf("diff %s: %w", dir, err)
 		}
-		names := make(map[string]bool, len(entries))
 		for _, e := range entries {
-			names[e.Name()] = true
 			p := path.Join(rel, e.Name())
 			full := filepath.Join(dir, e.Name())
-			st, err := os.Lstat(full)
+			st, err := root.Lstat(p)
 			if err != nil {
 				return fmt.Errorf("diff %s: %w", full, err)
 			}
@@ -108,6 +115,21 @@ func Changes(upper string, lowers []string) ([]Change, error) {
 	}
 	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
+}
+
+// readDirIn lists directory rel ("" for the top) of root, sorted by name.
+func readDirIn(root *os.Root, rel string) ([]fs.DirEntry, error) {
+	if rel == "" {
+		rel = "."
+	}
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }
 
 var xattrPrefixes = []string{"trusted.", "user."}
@@ -244,20 +266,26 @@ func Export(upper string, changes []Change, dst string) error {
 		return fmt.Errorf("export to %s: %w", dst, err)
 	}
 	defer root.Close()
+	// Read through a root as well: the sandbox may still be running.
+	src, err := os.OpenRoot(upper)
+	if err != nil {
+		return fmt.Errorf("export from %s: %w", upper, err)
+	}
+	defer src.Close()
 	for _, c := range changes {
 		rel := strings.TrimPrefix(path.Clean("/"+c.Path), "/")
 		if c.Kind == Deleted || rel == "" {
 			continue
 		}
-		if err := exportOne(root, filepath.Join(upper, filepath.FromSlash(rel)), rel); err != nil {
+		if err := exportOne(root, src, rel); err != nil {
 			return fmt.Errorf("export %s: %w", c.Path, err)
 		}
 	}
 	return nil
 }
 
-func exportOne(root *os.Root, src, rel string) error {
-	st, err := os.Lstat(src)
+func exportOne(root, src *os.Root, rel string) error {
+	st, err := src.Lstat(rel)
 	if err != nil {
 		return err
 	}
@@ -268,7 +296,7 @@ func exportOne(root *os.Root, src, rel string) error {
 		}
 		return root.Chmod(rel, st.Mode().Perm()|0o700)
 	case st.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(src)
+		target, err := src.Readlink(rel)
 		if err != nil {
 			return err
 		}
@@ -280,11 +308,16 @@ func exportOne(root *os.Root, src, rel string) error {
 		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
 			return err
 		}
-		in, err := os.Open(src)
+		// O_NONBLOCK: a FIFO swapped in since the Lstat must not hang
+		// the export; it is refused below.
+		in, err := src.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
 		defer in.Close()
+		if ist, err := in.Stat(); err != nil || !ist.Mode().IsRegular() {
+			return fmt.Errorf("%s changed while it was exported", rel)
+		}
 		out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm()|0o600)
 		if err != nil {
 			return err

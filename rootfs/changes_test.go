@@ -116,3 +116,45 @@ func TestChangesNoFollow(t *testing.T) {
 		t.Errorf("diff = %v, want C /esc, A /esc/secret", got)
 	}
 }
+
+// TestExport: added and changed entries are copied; symlinks stay links,
+// even ones aiming out of the tree; whiteouts and deletions are not copied.
+func TestExport(t *testing.T) {
+	base := t.TempDir()
+	lower, upper, dst := filepath.Join(base, "lower"), filepath.Join(base, "upper"), filepath.Join(base, "out")
+	tree(t, lower, "user.", "f keep", "f gone", "d dir")
+	tree(t, upper, "user.", "f keep", "w gone", "l evil /etc", "l rel ../../..", "d dir/new", "f dir/new/file")
+	if err := os.Chmod(filepath.Join(upper, "keep"), 0o751); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := Changes(upper, []string{lower})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Export(upper, changes, dst); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	_ = filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(dst, p)
+		info, _ := d.Info()
+		line := rel + " " + info.Mode().String()
+		if info.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			line += " -> " + target
+		} else if info.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			line += " " + string(data)
+		}
+		got = append(got, line)
+		return nil
+	})
+	want := []string{". drwxr-xr-x", "dir drwxr-xr-x", "dir/new drwxr-xr-x", "dir/new/file -rw-r--r-- dir/new/file",
+		"evil Lrwxrwxrwx -> /etc", "keep -rwxr-x--x keep", "rel Lrwxrwxrwx -> ../../.."}
+	if !slices.Equal(got, want) {
+		t.Errorf("export:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := Export(upper, changes, dst); err == nil {
+		t.Error("export into a non-empty directory succeeded")
+	}
+}
