@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -157,4 +158,122 @@ func TestExport(t *testing.T) {
 	if err := Export(upper, changes, dst); err == nil {
 		t.Error("export into a non-empty directory succeeded")
 	}
+}
+
+// FuzzChanges builds lower and upper trees from the input (the upper
+// directory is written by the sandbox: untrusted) and checks that Changes
+// and Export hold their invariants: sorted unique paths, A and C only for
+// what the upper holds, D only for what the lowers show, nothing written
+// outside the export directory, no symlink followed.
+func FuzzChanges(f *testing.F) {
+	f.Add([]byte{0, 1, 6, 1, 13, 2, 21, 3, 4, 5})
+	f.Add([]byte{1, 0, 7, 0, 3, 1, 9, 4, 2, 6, 8, 2})
+	names := []string{"a", "a/b", "a/b/c", "b", "b/a", "c", "a/c", ".wh.a"}
+	targets := []string{"/", "..", "../../outside", "a", "/a/b", "../.."}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			return
+		}
+		base := t.TempDir()
+		lower, upper := filepath.Join(base, "lower"), filepath.Join(base, "upper")
+		outside, dst := filepath.Join(base, "outside"), filepath.Join(base, "out")
+		for _, d := range []string{lower, upper, outside} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("host secret"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(ops); i += 2 {
+			kind, dir := ops[i]%6, lower
+			if ops[i]/6%2 == 1 {
+				dir = upper
+			}
+			name := names[int(ops[i+1])%len(names)]
+			if !realDirs(dir, path.Dir(name)) {
+				continue // the test itself must not write through a link
+			}
+			p := filepath.Join(dir, name)
+			switch kind {
+			case 0:
+				_ = os.Mkdir(p, 0o755)
+			case 1:
+				_ = os.WriteFile(p, []byte{ops[i+1]}, 0o644)
+			case 2:
+				_ = os.Symlink(targets[int(ops[i+1])%len(targets)], p)
+			case 3:
+				_ = unix.Mknod(p, unix.S_IFCHR, 0)
+			case 4:
+				if os.Mkdir(p, 0o755) == nil {
+					_ = unix.Setxattr(p, "user.overlay.opaque", []byte("y"), 0)
+				}
+			case 5:
+				if os.WriteFile(p, nil, 0o644) == nil {
+					_ = unix.Setxattr(p, "user.overlay.whiteout", nil, 0)
+				}
+			}
+		}
+		changes, err := Changes(upper, []string{lower})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range changes {
+			if !strings.HasPrefix(c.Path, "/") || (i > 0 && changes[i-1].Path >= c.Path) {
+				t.Fatalf("paths not sorted, unique and absolute: %v", changes)
+			}
+			rel := c.Path[1:]
+			switch c.Kind {
+			case Added, Changed:
+				st, err := os.Lstat(filepath.Join(upper, rel))
+				if err != nil || isWhiteout(filepath.Join(upper, rel), st) {
+					t.Fatalf("%v: not in the upper directory (%v)", c, err)
+				}
+				if (c.Kind == Changed) != lowerHas([]string{lower}, rel) && !strings.Contains(rel, "/") {
+					t.Fatalf("%v: the lower layer has it: %v", c, lowerHas([]string{lower}, rel))
+				}
+			case Deleted:
+				if !lowerHas([]string{lower}, rel) {
+					t.Fatalf("%v: the lower layer lacks it", c)
+				}
+			default:
+				t.Fatalf("kind %q", c.Kind)
+			}
+		}
+		if err := Export(upper, changes, dst); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := os.ReadDir(base)
+		if len(entries) != 4 {
+			t.Fatalf("export wrote beside its directory: %v", entries)
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+			t.Fatalf("export wrote outside its directory: %v", entries)
+		}
+		_ = filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if data, _ := os.ReadFile(p); string(data) == "host secret" {
+					t.Fatalf("export followed a symlink to %s", p)
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// realDirs creates the directories of rel under dir and reports whether each
+// is a real directory, not a symlink.
+func realDirs(dir, rel string) bool {
+	cur := dir
+	for _, c := range strings.Split(rel, "/") {
+		if c == "." {
+			continue
+		}
+		cur = filepath.Join(cur, c)
+		_ = os.Mkdir(cur, 0o755)
+		if st, err := os.Lstat(cur); err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
 }
