@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"path"
 	"reflect"
 	"strings"
@@ -227,4 +228,38 @@ func FuzzParseVolumeList(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSpecMounts(t *testing.T) {
+	m := &Manager{paths: PathsUnder("/b")}
+	var mounts []Mount
+	for _, s := range []string{"/h:/rw", "/h:/ro:ro", "/h:/ov:overlay", "volume:v:/v:ro"} {
+		mnt, err := ParseVolume(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mnt.HostPath = mnt.Source
+		if mnt.Kind == MountVolume {
+			mnt.HostPath = "/b/data/volumes/v/_data"
+		}
+		mounts = append(mounts, mnt)
+	}
+	tmp, _ := ParseTmpfs("/t:size=1m,mode=700,ro")
+	mounts = append(mounts, tmp)
+	got := m.specMounts("ID", mounts)
+	want := []string{
+		"bind /h -> /rw [rbind nosuid nodev]",
+		"bind /h -> /ro [rbind nosuid nodev ro rro]",
+		"bind /b/run/sb/ID/volumes/2 -> /ov [rbind nosuid nodev]",
+		"bind /b/data/volumes/v/_data -> /v [rbind nosuid nodev ro rro]",
+		"tmpfs tmpfs -> /t [nosuid nodev size=1m mode=700 ro]",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d mounts: %+v", len(got), got)
+	}
+	for i, g := range got {
+		if s := fmt.Sprintf("%s %s -> %s %v", g.Type, g.Source, g.Destination, g.Options); s != want[i] {
+			t.Errorf("mount %d = %s, want %s", i, s, want[i])
+		}
+	}
 }
