@@ -148,6 +148,10 @@ type CreateOptions struct {
 	Labels     map[string]string
 	// ReadyTimeout bounds the wait for the executor (default 30 s).
 	ReadyTimeout time.Duration
+	// Volumes are -v specs (see ParseVolume); Tmpfs --tmpfs specs (see
+	// ParseTmpfs).
+	Volumes []string
+	Tmpfs   []string
 }
 
 // Create starts a sandbox and returns once its executor answers.
@@ -162,6 +166,17 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		if err := validateName(opts.Name); err != nil {
 			return nil, err
 		}
+	}
+	mounts, err := m.parseMounts(opts)
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(mounts, func(mnt Mount) bool { return mnt.Kind == MountVolume }) {
+		unlock, err := m.lockVolumes(false)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 	}
 	if m.opts.Executor == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
@@ -206,6 +221,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := os.Mkdir(filepath.Join(upperRoot, "upper"), 0o755); err != nil {
 		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
+	overlays, err := m.setupMounts(id, mounts)
+	if err != nil {
+		return nil, err
+	}
 	imageName := opts.Image
 	if imageName == "" {
 		imageName = DefaultImage
@@ -214,6 +233,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
 		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
 		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
+		Mounts: mounts,
 	}
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
@@ -242,6 +262,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		ID: id, Hostname: hostname, Rootfs: filepath.Join(dir, "rootfs"), Rootless: sb.Rootless,
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
+		Mounts: m.specMounts(id, mounts),
 	})
 	if err != nil {
 		return nil, err
@@ -251,7 +272,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	req := launch.Request{
 		ID: id, Bundle: dir, Layers: layers, LayerCache: m.LayerDir(),
-		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping,
+		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
 		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
 	}
 	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {

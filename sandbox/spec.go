@@ -47,6 +47,7 @@ type specInput struct {
 	SocketDir    string // host directory for the socket
 	EtcDir       string // host directory holding hosts, hostname, resolv.conf
 	Args         []string
+	Mounts       []specs.Mount // volumes, mounted after bothy's own
 }
 
 // buildSpec returns the runtime spec of a sandbox: runc's defaults (masked
@@ -100,6 +101,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		specs.Mount{Destination: "/etc/hostname", Type: "bind", Source: filepath.Join(in.EtcDir, "hostname"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 		specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: filepath.Join(in.EtcDir, "resolv.conf"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	)
+	spec.Mounts = append(spec.Mounts, in.Mounts...)
 	return spec, nil
 }
 

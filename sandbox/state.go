@@ -58,6 +58,8 @@ type Sandbox struct {
 	Workdir     string            `json:"workdir,omitempty"`
 	AutoRemove  bool              `json:"auto_remove,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Mounts are the sandbox's volumes and tmpfs mounts.
+	Mounts []Mount `json:"mounts,omitempty"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`

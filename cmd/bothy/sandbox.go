@@ -27,6 +27,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		rm      bool
 		stdin   bool
 		timeout float64
+		volumes func() error
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -53,6 +54,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			if opts.APIKey == "" {
 				opts.APIKey = os.Getenv("BOTHY_API_KEY")
+			}
+			if err := volumes(); err != nil {
+				return err
 			}
 			m, err := g.manager()
 			if err != nil {
@@ -110,6 +114,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default $BOTHY_API_KEY)")
 	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
 	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
+	volumes = volumeFlags(f, &opts)
 	return cmd
 }
 

@@ -47,6 +47,8 @@ type Request struct {
 	Upper   string  `json:"upper"`
 	Work    string  `json:"work"`
 	Mapping Mapping `json:"mapping"`
+	// Overlays are overlay volumes to mount before the sandbox starts.
+	Overlays []Overlay `json:"overlays,omitempty"`
 	// StateRoot is libcontainer's state root for this sandbox.
 	StateRoot string `json:"state_root"`
 	// Log receives the executor's stdout and stderr.
@@ -102,6 +104,8 @@ func Reexec() {
 		os.Exit(1) // Init only returns on failure, after reporting it.
 	case Arg:
 		os.Exit(launcherMain())
+	case ChangesArg:
+		os.Exit(changesMain())
 	case RemoveArg:
 		os.Exit(removeMain())
 	case DiffArg:
@@ -161,6 +165,9 @@ func launch(reqPath string) (int, error) {
 		return 0, fmt.Errorf("make mounts private: %w", err)
 	}
 	if err := mountRootfs(&req, spec.Root.Path); err != nil {
+		return 0, err
+	}
+	if err := mountOverlays(&req); err != nil {
 		return 0, err
 	}
 	trace.Mark("launcher", "overlay mounted")

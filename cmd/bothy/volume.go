@@ -1,0 +1,193 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// volumeFlags adds run's -v, --volumes and --tmpfs flags; the returned
+// function moves --volumes into opts once flags are parsed.
+func volumeFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) func() error {
+	var list string
+	f.StringArrayVarP(&opts.Volumes, "volume", "v", nil,
+		"mount HOST:CTR[:ro|rw|overlay|ro,overlay] or a named volume volume:NAME:CTR[:ro] (repeatable)")
+	f.StringVar(&list, "volumes", "", "volumes in OpenHands' comma-separated SANDBOX_VOLUMES form (/a:/work:rw,/b:/data:ro)")
+	f.StringArrayVar(&opts.Tmpfs, "tmpfs", nil, "mount a tmpfs at CTR[:size=64m,mode=1777,ro] (repeatable)")
+	return func() error {
+		specs, err := sandbox.SplitVolumes(list)
+		if err != nil {
+			return err
+		}
+		opts.Volumes = append(opts.Volumes, specs...)
+		return nil
+	}
+}
+
+func newVolumeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "volume",
+		Short: "Manage named volumes (-v volume:NAME:CTR)",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a named volume (bothy run also creates one on first use)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			v, err := m.CreateVolume(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), v.Name)
+			return nil
+		},
+	})
+	var format string
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List named volumes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			vols, err := m.ListVolumes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "json":
+				return writeJSON(cmd.OutOrStdout(), vols)
+			case "", "table":
+			default:
+				return fmt.Errorf("unknown format %q: use table or json", format)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "VOLUME NAME\tCREATED\tUSED BY\tMOUNTPOINT")
+			for _, v := range vols {
+				used := "-"
+				if len(v.UsedBy) > 0 {
+					used = fmt.Sprintf("%d sandbox(es)", len(v.UsedBy))
+					if v.Running {
+						used += ", running"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", v.Name, time.Since(v.Created).Round(time.Second), used, v.Mountpoint)
+			}
+			return tw.Flush()
+		},
+	}
+	ls.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	cmd.AddCommand(ls)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "inspect NAME...",
+		Short: "Show named volumes as JSON: host directory, sandboxes using them",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			var out []*sandbox.Volume
+			for _, name := range args {
+				v, err := m.InspectVolume(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+				out = append(out, v)
+			}
+			return writeJSON(cmd.OutOrStdout(), out)
+		},
+	})
+	var force bool
+	rm := &cobra.Command{
+		Use:   "rm [-f] NAME...",
+		Short: "Remove named volumes and their files (refused while a running sandbox mounts one)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(name string) error { return m.RemoveVolume(cmd.Context(), name, force) })
+		},
+	}
+	rm.Flags().BoolVarP(&force, "force", "f", false, "remove a volume that stopped sandboxes still name")
+	cmd.AddCommand(rm)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "prune",
+		Short: "Remove every named volume no sandbox uses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			removed, err := m.PruneVolumes(cmd.Context())
+			for _, name := range removed {
+				fmt.Fprintln(cmd.OutOrStdout(), name)
+			}
+			return err
+		},
+	})
+	return cmd
+}
+
+func newDiffCmd(g *globals) *cobra.Command {
+	var format, export string
+	cmd := &cobra.Command{
+		Use:   "diff [--export DIR] SANDBOX [CTR]",
+		Short: "List what a sandbox changed in an overlay volume (or, without CTR, its root filesystem)",
+		Long: `List what a sandbox changed under an overlay volume mounted at CTR, or in its root
+filesystem without CTR, one path a line: A added, C changed, D deleted (as docker diff).
+The host directory under an overlay volume is never modified; the changes live in the
+sandbox's upper directory and go away with bothy rm. --export DIR copies the added and
+changed files into DIR (new or empty) first, so they outlive the sandbox.`,
+		Example: `  bothy run -d --name agent -v $PWD:/work:overlay
+  bothy diff agent /work
+  bothy diff --export /tmp/agent-work agent /work && bothy rm -f agent`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			target := ""
+			if len(args) == 2 {
+				target = args[1]
+			}
+			d, err := m.Diff(cmd.Context(), args[0], sandbox.DiffOptions{Target: target, Export: export})
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "json":
+				return writeJSON(cmd.OutOrStdout(), d)
+			case "", "table":
+			default:
+				return fmt.Errorf("unknown format %q: use table or json", format)
+			}
+			var b strings.Builder
+			for _, c := range d.Changes {
+				b.WriteString(c.String())
+				b.WriteByte('\n')
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), b.String())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table (A/C/D lines) or json")
+	cmd.Flags().StringVar(&export, "export", "", "copy the added and changed files into this new or empty directory")
+	return cmd
+}

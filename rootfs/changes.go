@@ -1,0 +1,332 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ChangeKind is how a path differs between an overlay's lower layers and its
+// merged view, with docker diff's letters.
+type ChangeKind byte
+
+const (
+	Added   ChangeKind = 'A'
+	Changed ChangeKind = 'C'
+	Deleted ChangeKind = 'D'
+)
+
+// Change is one changed path, slash-separated and absolute within the
+// overlay ("/etc/passwd").
+type Change struct {
+	Kind ChangeKind `json:"kind"`
+	Path string     `json:"path"`
+}
+
+func (c Change) String() string { return string(c.Kind) + " " + c.Path }
+
+// MarshalText makes the kind a letter in JSON.
+func (k ChangeKind) MarshalText() ([]byte, error) { return []byte{byte(k)}, nil }
+
+// UnmarshalText reads A, C or D.
+func (k *ChangeKind) UnmarshalText(b []byte) error {
+	if len(b) != 1 || !strings.ContainsRune("ACD", rune(b[0])) {
+		return fmt.Errorf("change kind %q: want A, C or D", b)
+	}
+	*k = ChangeKind(b[0])
+	return nil
+}
+
+// Changes lists what the overlay upper directory upper changes in the lower
+// layers lowers (top-most first), as docker diff does: A for a path the
+// lowers lack, C for one they have, D for a whiteout. Directories that only
+// hold changes are C. Both whiteout formats are read: character devices 0:0
+// and overlay.whiteout xattrs, with opaque directories marked by
+// overlay.opaque in the trusted. (root) or user. (userxattr, rootless)
+// namespace. Nothing is followed out of the trees: symlinks are entries.
+//
+// A running sandbox can change its upper directory while it is read: the
+// upper directory is walked through an [os.Root], so swapping a directory
+// for a symlink cannot lead the walk out of it.
+func Changes(upper string, lowers []string) ([]Change, error) {
+	root, err := os.OpenRoot(upper)
+	if err != nil {
+		return nil, fmt.Errorf("diff %s: %w", upper, err)
+	}
+	defer root.Close()
+	var out []Change
+	var walk func(rel string, lowerVisible bool) error
+	walk = func(rel string, lowerVisible bool) error {
+		dir := filepath.Join(upper, filepath.FromSlash(rel))
+		entries, err := readDirIn(root, rel)
+		if err != nil {
+			return fmt.Errorf("diff %s: %w", dir, err)
+		}
+		for _, e := range entries {
+			p := path.Join(rel, e.Name())
+			full := filepath.Join(dir, e.Name())
+			st, err := root.Lstat(p)
+			if err != nil {
+				return fmt.Errorf("diff %s: %w", full, err)
+			}
+			if isWhiteout(full, st) {
+				if lowerVisible && lowerHas(lowers, p) {
+					out = append(out, Change{Deleted, "/" + p})
+				}
+				continue
+			}
+			inLower := lowerVisible && lowerHas(lowers, p)
+			kind := Added
+			if inLower {
+				kind = Changed
+			}
+			out = append(out, Change{kind, "/" + p})
+			if !st.IsDir() {
+				continue
+			}
+			childVisible := inLower && lowerIsDir(lowers, p)
+			if childVisible && isOpaque(full) {
+				// Everything the lowers had in it is gone, bar what
+				// the upper directory holds again.
+				for _, name := range lowerNames(lowers, p) {
+					if !upperHas(full, name) {
+						out = append(out, Change{Deleted, "/" + path.Join(p, name)})
+					}
+				}
+				childVisible = false
+			}
+			if err := walk(p, childVisible); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk("", true); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// readDirIn lists directory rel ("" for the top) of root, sorted by name.
+func readDirIn(root *os.Root, rel string) ([]fs.DirEntry, error) {
+	if rel == "" {
+		rel = "."
+	}
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
+var xattrPrefixes = []string{"trusted.", "user."}
+
+// isWhiteout reports an overlay whiteout: a character device 0:0, or (the
+// xattr format) an empty regular file with an overlay.whiteout xattr.
+func isWhiteout(p string, st fs.FileInfo) bool {
+	if st.Mode()&fs.ModeCharDevice != 0 {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			return sys.Rdev == 0
+		}
+		return false
+	}
+	if st.Mode().IsRegular() && st.Size() == 0 {
+		return hasXattr(p, "overlay.whiteout")
+	}
+	return false
+}
+
+// isOpaque reports a directory marked opaque ("y"; "x" only says it holds
+// xattr whiteouts).
+func isOpaque(p string) bool {
+	for _, pre := range xattrPrefixes {
+		buf := make([]byte, 8)
+		n, err := unix.Lgetxattr(p, pre+"overlay.opaque", buf)
+		if err == nil && n == 1 && buf[0] == 'y' {
+			return true
+		}
+	}
+	return false
+}
+
+func hasXattr(p, name string) bool {
+	for _, pre := range xattrPrefixes {
+		if _, err := unix.Lgetxattr(p, pre+name, nil); err == nil || errors.Is(err, unix.ERANGE) {
+			return true
+		}
+	}
+	return false
+}
+
+// lowerLookup finds rel in the merged lower layers: the file info of the
+// entry that shows, or nil. Each layer is walked component by component with
+// lstat, so no symlink is followed, and whiteouts, opaque directories and
+// non-directories hide the layers below them as the kernel's lookup does.
+func lowerLookup(lowers []string, rel string) (fs.FileInfo, string) {
+	parts := strings.Split(rel, "/")
+	for _, l := range lowers {
+		cur := l
+		for i, c := range parts {
+			cur = filepath.Join(cur, c)
+			st, err := os.Lstat(cur)
+			if err != nil {
+				break // not in this layer: look below
+			}
+			if isWhiteout(cur, st) {
+				return nil, ""
+			}
+			if i == len(parts)-1 {
+				return st, cur
+			}
+			if !st.IsDir() {
+				return nil, ""
+			}
+			if isOpaque(cur) {
+				// Nothing below this layer shows under cur; what this
+				// layer has is checked on.
+				lowers = nil
+			}
+		}
+		if lowers == nil {
+			return nil, ""
+		}
+	}
+	return nil, ""
+}
+
+func lowerHas(lowers []string, rel string) bool {
+	st, _ := lowerLookup(lowers, rel)
+	return st != nil
+}
+
+func lowerIsDir(lowers []string, rel string) bool {
+	st, _ := lowerLookup(lowers, rel)
+	return st != nil && st.IsDir()
+}
+
+// lowerNames lists what the merged lowers show in directory rel.
+func lowerNames(lowers []string, rel string) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, l := range lowers {
+		dir := filepath.Join(l, filepath.FromSlash(rel))
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if seen[e.Name()] {
+				continue
+			}
+			seen[e.Name()] = true
+			if lowerHas(lowers, path.Join(rel, e.Name())) {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func upperHas(dir, name string) bool {
+	st, err := os.Lstat(filepath.Join(dir, name))
+	return err == nil && !isWhiteout(filepath.Join(dir, name), st)
+}
+
+// Export copies what changes (from [Changes] of upper) added or changed into
+// dst, a new or empty directory, as plain files of the caller: directories,
+// regular files with their permission bits (no setuid, setgid or sticky
+// bit), and symlinks as links, never followed. Deletions have no
+// representation there. Writes go through an [os.Root] on dst, so nothing
+// lands outside it.
+func Export(upper string, changes []Change, dst string) error {
+	if entries, err := os.ReadDir(dst); err == nil && len(entries) > 0 {
+		return fmt.Errorf("export to %s: directory is not empty", dst)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("export to %s: %w", dst, err)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("export to %s: %w", dst, err)
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return fmt.Errorf("export to %s: %w", dst, err)
+	}
+	defer root.Close()
+	// Read through a root as well: the sandbox may still be running.
+	src, err := os.OpenRoot(upper)
+	if err != nil {
+		return fmt.Errorf("export from %s: %w", upper, err)
+	}
+	defer src.Close()
+	for _, c := range changes {
+		rel := strings.TrimPrefix(path.Clean("/"+c.Path), "/")
+		if c.Kind == Deleted || rel == "" {
+			continue
+		}
+		if err := exportOne(root, src, rel); err != nil {
+			return fmt.Errorf("export %s: %w", c.Path, err)
+		}
+	}
+	return nil
+}
+
+func exportOne(root, src *os.Root, rel string) error {
+	st, err := src.Lstat(rel)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.IsDir():
+		if err := root.MkdirAll(rel, 0o755); err != nil {
+			return err
+		}
+		return root.Chmod(rel, st.Mode().Perm()|0o700)
+	case st.Mode()&fs.ModeSymlink != 0:
+		target, err := src.Readlink(rel)
+		if err != nil {
+			return err
+		}
+		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			return err
+		}
+		return root.Symlink(target, rel)
+	case st.Mode().IsRegular():
+		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			return err
+		}
+		// O_NONBLOCK: a FIFO swapped in since the Lstat must not hang
+		// the export; it is refused below.
+		in, err := src.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		if ist, err := in.Stat(); err != nil || !ist.Mode().IsRegular() {
+			return fmt.Errorf("%s changed while it was exported", rel)
+		}
+		out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm()|0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	}
+	return nil // devices, fifos, sockets: not exported
+}
