@@ -75,7 +75,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		}
 	}()
 
-	r, err := reap.New(reap.Options{Subreaper: cfg.Subreaper})
+	// Commands go first when memory runs out: the executor cannot lower
+	// its own score without CAP_SYS_RESOURCE, but it can raise theirs.
+	r, err := reap.New(reap.Options{Subreaper: cfg.Subreaper, ChildOOMScore: 1000})
 	if err != nil {
 		return 1, err
 	}

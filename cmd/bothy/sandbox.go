@@ -110,6 +110,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default $BOTHY_API_KEY)")
 	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
 	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
+	addLimitFlags(f, &opts)
 	return cmd
 }
 
@@ -281,7 +282,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 			}
 			var out []*sandbox.Sandbox
 			for _, ref := range args {
-				sb, err := m.Get(cmd.Context(), ref)
+				sb, err := m.Inspect(cmd.Context(), ref)
 				if err != nil {
 					return err
 				}

@@ -53,6 +53,8 @@ type Request struct {
 	Log string `json:"log"`
 	// ReadyTimeout bounds the wait for the executor's ready signal.
 	ReadyTimeout time.Duration `json:"ready_timeout"`
+	// SystemdCgroup: config.json's cgroupsPath names a systemd scope.
+	SystemdCgroup bool `json:"systemd_cgroup,omitempty"`
 }
 
 // Layer is one image layer: its diff ID and the store file holding its blob.
@@ -160,10 +162,11 @@ func launch(reqPath string) (int, error) {
 	}
 	trace.Mark("launcher", "overlay mounted")
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName:      req.ID,
-		Spec:            &spec,
-		RootlessCgroups: req.rootless(),
-		NoNewKeyring:    false,
+		CgroupName:       req.ID,
+		Spec:             &spec,
+		RootlessCgroups:  req.rootless(),
+		UseSystemdCgroup: req.SystemdCgroup,
+		NoNewKeyring:     false,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("convert bundle: %w", err)
