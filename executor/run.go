@@ -57,6 +57,13 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if log == nil {
 		log = discardLogger()
 	}
+	// Commands in the sandbox run as the same user as the executor but
+	// without CAP_SYS_PTRACE: non-dumpable, the executor cannot be traced
+	// by them, nor its memory or environment (the API key) read through
+	// /proc/1. Commands are dumpable again after their execve.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("make the executor non-dumpable", "err", err)
+	}
 	// Catch the signals before anything can be started.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
