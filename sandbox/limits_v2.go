@@ -20,8 +20,9 @@ const unifiedMount = "/sys/fs/cgroup"
 //   - BOTHY_CGROUP_MANAGER=systemd: a transient scope bothy-ID.scope that
 //     systemd creates (the user's systemd instance when rootless);
 //   - root: /bothy/ID (or under BOTHY_CGROUP_PARENT);
-//   - rootless: under BOTHY_CGROUP_PARENT, else under the subtree systemd
-//     delegates to the user, /user.slice/user-UID.slice/user@UID.service/bothy.
+//   - rootless: under BOTHY_CGROUP_PARENT, else /bothy-UID when an operator
+//     delegated it, else under the subtree systemd delegates to the user,
+//     /user.slice/user-UID.slice/user@UID.service/bothy.
 //
 // Each controller a limit needs must be listed in the parent's
 // cgroup.controllers, else the sandbox is refused (unless ignore).
@@ -37,7 +38,12 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, 
 	if parent == "" {
 		parent = "/bothy"
 		if rootless {
-			parent = fmt.Sprintf("/user.slice/user-%d.slice/user@%d.service/bothy", os.Getuid(), os.Getuid())
+			// A subtree an operator delegated (scripts/delegate-cgroups.sh),
+			// else the one systemd delegates to the user's instance.
+			parent = fmt.Sprintf("/bothy-%d", os.Getuid())
+			if unix.Access(unifiedMount+parent+"/cgroup.procs", unix.W_OK) != nil {
+				parent = fmt.Sprintf("/user.slice/user-%d.slice/user@%d.service/bothy", os.Getuid(), os.Getuid())
+			}
 		}
 	}
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
