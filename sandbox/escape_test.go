@@ -232,7 +232,7 @@ func TestEscapeSuite(t *testing.T) {
 	})
 
 	t.Run("fork bomb", func(t *testing.T) {
-		res := runIn(t, sb, api.RunRequest{Cmd: "f() { f | f & }; f; sleep 60", Timeout: 3, MaxOutput: 4096})
+		res := runIn(t, sb, api.RunRequest{Cmd: "f() { f | f & }; f; exec sleep 60", Timeout: 3, MaxOutput: 4096})
 		if !res.TimedOut {
 			t.Fatalf("fork bomb ended before its timeout: exit %d", res.ExitCode)
 		}
