@@ -203,8 +203,12 @@ func TestSecurityOptions(t *testing.T) {
 			t.Errorf("%s is not masked", p)
 		}
 	}
-	if spec.Linux.Seccomp == nil || spec.Linux.Seccomp.DefaultAction != specs.ActErrno {
-		t.Errorf("default seccomp profile: %+v", spec.Linux.Seccomp)
+	if spec.Linux.Seccomp == nil || spec.Linux.Seccomp.DefaultAction != specs.ActErrno || len(spec.Linux.Seccomp.Syscalls) < 10 {
+		t.Fatalf("default seccomp profile: %+v", spec.Linux.Seccomp)
+	}
+	// The native ABI only (see defaultSeccomp).
+	if archs := spec.Linux.Seccomp.Architectures; len(archs) != 1 || (archs[0] != specs.ArchX86_64 && archs[0] != specs.ArchAARCH64) {
+		t.Errorf("seccomp architectures %v, want the native one only", archs)
 	}
 
 	for _, bad := range []sandbox.Security{{CapAdd: []string{"CAP_BOGUS"}}, {Seccomp: "/nonexistent/profile.json"}} {
