@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -21,6 +23,13 @@ func addLimitFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) {
 	f.Var(&secOptValue{&opts.Security}, "security-opt", "seccomp=unconfined|PROFILE.json, no-new-privileges[=true|false]")
 	f.BoolVar(&opts.Security.ReadOnly, "read-only", false, "mount the root filesystem read-only")
 	f.Var(&bytesValue{&opts.Security.ShmSize, false}, "shm-size", "size of /dev/shm (default 64m)")
+}
+
+// warnIgnoredLimits says on stderr which limits --ignore-limits waived.
+func warnIgnoredLimits(cmd *cobra.Command, sb *sandbox.Sandbox) {
+	if sb.LimitsIgnored != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s runs without some limits (--ignore-limits): %s\n", sb.ShortID(), sb.LimitsIgnored)
+	}
 }
 
 type bytesValue struct {

@@ -65,6 +65,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				warnIgnoredLimits(cmd, sb)
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
 			}
@@ -78,6 +79,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnIgnoredLimits(cmd, sb)
 			code, runErr := streamCommand(cmd, sb, opts.APIKey, argv, stdin, timeout)
 			ctx := cmd.Context()
 			if ctx.Err() != nil {

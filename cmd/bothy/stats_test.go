@@ -51,4 +51,16 @@ func TestLimitsStatsCLI(t *testing.T) {
 			t.Errorf("%v: exit %d, %q", bad, code, errOut)
 		}
 	}
+
+	if os.Getuid() != 0 {
+		// Rootless without a delegated cgroup: refused with the fix, or a
+		// warning with --ignore-limits.
+		t.Setenv(sandbox.CgroupParentEnv, "/bothy-not-delegated")
+		if _, errOut, code := c.run("", "run", "--rm", "--memory", "64m", "--", "true"); code == 0 || !strings.Contains(errOut, "cannot enforce resource limits") || !strings.Contains(errOut, "chown") {
+			t.Errorf("undelegated --memory: exit %d, %q", code, errOut)
+		}
+		if out, errOut, code := c.run("", "run", "--rm", "--memory", "64m", "--ignore-limits", "--", "echo", "ran"); code != 0 || out != "ran\n" || !strings.Contains(errOut, "warning") {
+			t.Errorf("--ignore-limits: exit %d, %q %q", code, out, errOut)
+		}
+	}
 }
