@@ -275,7 +275,7 @@ func (p *process) sink(stream uint8, data []byte) {
 func (p *process) supervise(outR, errR *os.File) {
 	<-p.proc.Done()
 	st, _ := p.proc.Status()
-	if st.Signal == syscall.SIGKILL && p.oomKnown {
+	if st.Signal == syscall.SIGKILL && p.oomKnown && !p.timedOut.Load() {
 		if n, ok := oomKills(); ok && n > p.oomBefore {
 			st.OOMKilled = true
 		}
