@@ -117,9 +117,9 @@ func (l Limits) resources(swapAccounted bool) *specs.LinuxResources {
 var ErrLimits = errors.New("cannot enforce resource limits")
 
 // CgroupParentEnv names the cgroup (relative to each hierarchy's root) under
-// which sandboxes get their cgroups. Default: /bothy for root; for other
-// users /bothy-UID on cgroup v1, and on cgroup v2 the subtree systemd
-// delegates to the user (user@UID.service), see docs/operator.md.
+// which sandboxes get their cgroups. Default: /bothy for root, /bothy-UID
+// for other users on cgroup v1; on cgroup v2 other users get a systemd
+// scope unless it is set (see planCgroupV2 and docs/operator.md).
 const CgroupParentEnv = "BOTHY_CGROUP_PARENT"
 
 // CgroupManagerEnv chooses the cgroup manager: "cgroupfs" (default) writes

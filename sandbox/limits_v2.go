@@ -17,33 +17,45 @@ import (
 const unifiedMount = "/sys/fs/cgroup"
 
 // planCgroupV2 places the sandbox on a unified (v2-only) host:
+//   - root: /bothy/ID (or under BOTHY_CGROUP_PARENT), cgroupfs driver;
 //   - BOTHY_CGROUP_MANAGER=systemd: a transient scope bothy-ID.scope that
-//     systemd creates (the user's systemd instance when rootless);
-//   - root: /bothy/ID (or under BOTHY_CGROUP_PARENT);
-//   - rootless: under BOTHY_CGROUP_PARENT, else /bothy-UID when an operator
-//     delegated it, else under the subtree systemd delegates to the user,
-//     /user.slice/user-UID.slice/user@UID.service/bothy.
+//     systemd creates and moves the sandbox into (the user's instance when
+//     rootless);
+//   - rootless with BOTHY_CGROUP_PARENT: under it, cgroupfs driver. v2 lets
+//     a process move only between cgroups whose common ancestor's
+//     cgroup.procs it may write, so the parent must be a subtree delegated
+//     to the user that already holds the caller (a batch job's cgroup, or
+//     user@UID.service for processes of the user's systemd instance);
+//   - rootless otherwise: a systemd scope when the user has a systemd
+//     instance ($XDG_RUNTIME_DIR/bus), the way rootless Podman does it.
 //
 // Each controller a limit needs must be listed in the parent's
-// cgroup.controllers, else the sandbox is refused (unless ignore).
+// cgroup.controllers (cgroupfs driver), else the sandbox is refused (unless
+// ignore); with systemd, libcontainer refuses what systemd cannot delegate.
 func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
 	plan := cgroupPlan{Version: 2}
-	if os.Getenv(CgroupManagerEnv) == "systemd" {
+	parent := os.Getenv(CgroupParentEnv)
+	manager := os.Getenv(CgroupManagerEnv)
+	if manager == "" && rootless && parent == "" && userBus() {
+		manager = "systemd"
+	}
+	if manager == "systemd" {
 		// libcontainer's "slice:prefix:name" form; the empty slice is
 		// system.slice for root and user.slice for the user's instance.
 		plan.Systemd, plan.Path = true, ":bothy:"+id
 		return plan.finish(l, nil, ignore)
 	}
-	parent := os.Getenv(CgroupParentEnv)
 	if parent == "" {
 		parent = "/bothy"
 		if rootless {
-			// A subtree an operator delegated (scripts/delegate-cgroups.sh),
-			// else the one systemd delegates to the user's instance.
-			parent = fmt.Sprintf("/bothy-%d", os.Getuid())
-			if unix.Access(unifiedMount+parent+"/cgroup.procs", unix.W_OK) != nil {
-				parent = fmt.Sprintf("/user.slice/user-%d.slice/user@%d.service/bothy", os.Getuid(), os.Getuid())
+			why := fmt.Sprintf("no cgroup v2 subtree is delegated to uid %d: run bothy in a systemd user session (loginctl enable-linger) so that it can ask systemd for a scope, or set %s to a delegated cgroup that holds your processes (see docs/operator.md)",
+				os.Getuid(), CgroupParentEnv)
+			var problems []string
+			if !l.IsZero() {
+				problems = append(problems, why)
 			}
+			plan.Missing = why
+			return plan.finish(Limits{}, problems, ignore)
 		}
 	}
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
@@ -70,8 +82,8 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, 
 	}
 	plan.Path = parent + "/" + id
 	if rootless && !writableAncestor(unifiedMount+parent) {
-		why := fmt.Sprintf("no cgroup v2 subtree is delegated to uid %d at %s: enable systemd user delegation (Delegate=yes in user@.service) and set %s=systemd, or chown a subtree to the user and point %s at it (see docs/operator.md)",
-			os.Getuid(), parent, CgroupManagerEnv, CgroupParentEnv)
+		why := fmt.Sprintf("%s%s is not writable by uid %d: point %s at a cgroup delegated to you that holds your processes, or unset it and run bothy in a systemd user session (see docs/operator.md)",
+			unifiedMount, parent, os.Getuid(), CgroupParentEnv)
 		if !l.IsZero() {
 			problems = append(problems, why)
 		}
@@ -107,4 +119,17 @@ func writableAncestor(dir string) bool {
 		}
 	}
 	return false
+}
+
+// userBus reports whether the caller has a systemd user instance to talk to.
+func userBus() bool {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "" {
+		return true
+	}
+	dir := os.Getenv("XDG_RUNTIME_DIR")
+	if dir == "" {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(dir, "bus"))
+	return err == nil && fi.Mode()&os.ModeSocket != 0
 }

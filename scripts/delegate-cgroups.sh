@@ -3,9 +3,8 @@
 # sandboxes are placed under (run as root; idempotent). See docs/operator.md.
 #   cgroup v1 (and hybrid): /sys/fs/cgroup/<hierarchy>/bothy-UID in every
 #     mounted hierarchy, owned by the user.
-#   cgroup v2 (unified): /sys/fs/cgroup/bothy-UID with the root's controllers
-#     enabled below it, owned by the user (hosts whose users run a systemd
-#     user instance can use its delegation instead: BOTHY_CGROUP_MANAGER=systemd).
+#   cgroup v2 (unified): nothing to create; it says how to give the user a
+#     systemd user instance with delegated controllers, which bothy uses.
 set -euo pipefail
 user=${1:?usage: delegate-cgroups.sh USER}
 uid=$(id -u "$user") gid=$(id -g "$user")
@@ -14,14 +13,12 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-	dir=/sys/fs/cgroup/bothy-$uid
-	mkdir -p "$dir"
-	# Enable for children what the root offers (memory, pids, cpu…).
-	for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
-		echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-	done
-	chown "$uid:$gid" "$dir" "$dir/cgroup.procs" "$dir/cgroup.subtree_control" "$dir/cgroup.threads"
-	echo "delegated $dir to $user"
+	# cgroup v2 moves a process only between cgroups whose common ancestor
+	# the mover may write: a chowned directory is not enough on its own.
+	# Rootless bothy asks the user's systemd instance for a scope instead.
+	echo "delegate-cgroups: cgroup v2 host: nothing to create; give $user a systemd user instance" >&2
+	echo "  (loginctl enable-linger $user) with the controllers delegated (systemctl edit user@.service:" >&2
+	echo "  [Service] Delegate=memory pids cpu cpuset); see docs/operator.md" >&2
 	exit 0
 fi
 n=0
