@@ -101,10 +101,15 @@ test-rootless: test-bins ## Run every test as an unprivileged user ($(TEST_USER)
 	@if [ "$$(id -u)" = 0 ]; then \
 		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
 		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
+		./scripts/delegate-cgroups.sh $(TEST_USER) >/dev/null; \
 		./scripts/run-tests.sh "$(BIN)/tests" $(TEST_USER) $(TEST_ENV); \
 	else \
 		./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV); \
 	fi
+
+.PHONY: delegate-cgroups
+delegate-cgroups: ## As root: give CGROUP_USER (default $(TEST_USER)) the cgroup subtree rootless limits need (idempotent).
+	@./scripts/delegate-cgroups.sh $${CGROUP_USER:-$(TEST_USER)}
 
 .PHONY: fuzz
 fuzz: ## Run each fuzzer for FUZZTIME (default 20s).

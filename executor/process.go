@@ -47,9 +47,12 @@ type process struct {
 	pumpsLeft atomic.Int32
 	pumpsDone chan struct{}
 
-	done     chan struct{} // closed once reaped and output drained
-	status   reap.Status
-	finished time.Time
+	done   chan struct{} // closed once reaped and output drained
+	status reap.Status
+	// oomBefore is the cgroup's OOM-kill count when the process started.
+	oomBefore uint64
+	oomKnown  bool
+	finished  time.Time
 
 	// Exactly one output sink, by mode.
 	capOut, capErr *capBuffer      // wait
@@ -128,6 +131,7 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, erro
 		Files: []*os.File{childIn, outW, errW},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
+	oomBefore, oomKnown := oomKills()
 	proc, err := s.reaper.StartProcess(path, argv, attr)
 	closeAll(stdinR, outW, errW)
 	if err != nil {
@@ -135,6 +139,7 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, erro
 		return nil, startError{fmt.Errorf("start %s: %w", argv[0], err)}
 	}
 	p.proc, p.started, p.stdin, p.stdinPipe = proc, proc.Started, stdinW, stdinW
+	p.oomBefore, p.oomKnown = oomBefore, oomKnown
 	p.id = "p" + strconv.FormatUint(s.nextID.Add(1), 10)
 	s.procs.add(p)
 
@@ -270,6 +275,11 @@ func (p *process) sink(stream uint8, data []byte) {
 func (p *process) supervise(outR, errR *os.File) {
 	<-p.proc.Done()
 	st, _ := p.proc.Status()
+	if st.Signal == syscall.SIGKILL && p.oomKnown && !p.timedOut.Load() {
+		if n, ok := oomKills(); ok && n > p.oomBefore {
+			st.OOMKilled = true
+		}
+	}
 	if p.timer != nil {
 		p.timer.Stop()
 	}

@@ -57,6 +57,13 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if log == nil {
 		log = discardLogger()
 	}
+	// Commands in the sandbox run as the same user as the executor but
+	// without CAP_SYS_PTRACE: non-dumpable, the executor cannot be traced
+	// by them, nor its memory or environment (the API key) read through
+	// /proc/1. Commands are dumpable again after their execve.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("make the executor non-dumpable", "err", err)
+	}
 	// Catch the signals before anything can be started.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -75,7 +82,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		}
 	}()
 
-	r, err := reap.New(reap.Options{Subreaper: cfg.Subreaper})
+	// Commands go first when memory runs out: the executor cannot lower
+	// its own score without CAP_SYS_RESOURCE, but it can raise theirs.
+	r, err := reap.New(reap.Options{Subreaper: cfg.Subreaper, ChildOOMScore: 1000})
 	if err != nil {
 		return 1, err
 	}

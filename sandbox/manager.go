@@ -152,6 +152,13 @@ type CreateOptions struct {
 	// ParseTmpfs).
 	Volumes []string
 	Tmpfs   []string
+	// Limits are enforced by the sandbox's cgroup; a limit that cannot be
+	// is refused with ErrLimits unless IgnoreLimits.
+	Limits       Limits
+	IgnoreLimits bool
+	// Security changes the hardening baseline (capabilities, seccomp,
+	// read-only root, /dev/shm size).
+	Security Security
 }
 
 // Create starts a sandbox and returns once its executor answers.
@@ -178,6 +185,12 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		}
 		defer unlock()
 	}
+	if err := opts.Limits.validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.Security.validate(); err != nil {
+		return nil, err
+	}
 	if m.opts.Executor == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
 	}
@@ -199,6 +212,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	trace.Mark("bothy", "image resolved")
 
 	id := newID()
+	cgroup, err := planCgroup(id, m.mapping.Mode != launch.MapHost, opts.Limits, opts.IgnoreLimits)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Name != "" {
 		if err := m.paths.reserveName(opts.Name, id); err != nil {
 			return nil, err
@@ -234,6 +251,8 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
 		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
 		Mounts: mounts,
+		Limits: cgroup.Limits, LimitsIgnored: cgroup.Ignored, Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd,
+		Security: opts.Security,
 	}
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
@@ -263,6 +282,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
 		Mounts: m.specMounts(id, mounts),
+		Cgroup: cgroup, Security: opts.Security,
 	})
 	if err != nil {
 		return nil, err
@@ -274,6 +294,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		ID: id, Bundle: dir, Layers: layers, LayerCache: m.LayerDir(),
 		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
 		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
+		SystemdCgroup: cgroup.Systemd,
 	}
 	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
 		return nil, err
@@ -506,8 +527,14 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
 	dir := m.paths.dir(id)
 	var errs []error
-	if mapping.Mode == launch.MapHost {
-		errs = append(errs, destroyCgroups(filepath.Join(dir, "libcontainer"), id))
+	cgroup := ""
+	if sb, err := m.paths.readState(id); err == nil {
+		cgroup = sb.Cgroup
+	} else if mapping.Mode == launch.MapHost {
+		cgroup = "/bothy/" + id
+	}
+	if cgroup != "" {
+		errs = append(errs, destroyCgroups(filepath.Join(dir, "libcontainer"), id, cgroup))
 	}
 	// Files the sandbox wrote may belong to subordinate ids: removed from
 	// inside a namespace with the same mapping.
@@ -521,20 +548,26 @@ func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
 
 // destroyCgroups removes the sandbox's cgroups through libcontainer, or, if the
 // launcher died before libcontainer recorded its state, directly.
-func destroyCgroups(stateRoot, id string) error {
+func destroyCgroups(stateRoot, id, cgroup string) error {
 	if c, err := libcontainer.Load(stateRoot, id); err == nil {
 		if err := c.Destroy(); err == nil {
 			return nil
 		}
 	}
+	if !strings.HasSuffix(cgroup, "/"+id) {
+		return nil // a systemd scope: systemd removes it
+	}
 	entries, err := os.ReadDir("/sys/fs/cgroup")
 	if err != nil {
 		return nil
 	}
+	dirs := []string{"/sys/fs/cgroup" + cgroup}
 	for _, e := range entries {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name())+cgroup)
+	}
+	for _, path := range dirs {
 		// Only the directory this sandbox's libcontainer created: never
 		// anything else in the hierarchy.
-		path := filepath.Join("/sys/fs/cgroup", e.Name(), "bothy", id)
 		if err := unix.Rmdir(path); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 			return fmt.Errorf("remove cgroup %s: %w", path, err)
 		}

@@ -48,6 +48,8 @@ type specInput struct {
 	EtcDir       string // host directory holding hosts, hostname, resolv.conf
 	Args         []string
 	Mounts       []specs.Mount // volumes, mounted after bothy's own
+	Cgroup       cgroupPlan
+	Security     Security
 }
 
 // buildSpec returns the runtime spec of a sandbox: runc's defaults (masked
@@ -67,12 +69,6 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	if !filepath.IsAbs(spec.Process.Cwd) {
 		return nil, fmt.Errorf("working directory %q must be absolute", in.Workdir)
 	}
-	spec.Process.NoNewPrivileges = true
-	// Docker's default set: root in the sandbox can chown, install packages
-	// and drop privileges, but not mount, load modules or trace the host.
-	spec.Process.Capabilities = &specs.LinuxCapabilities{
-		Bounding: defaultCaps, Effective: defaultCaps, Permitted: defaultCaps,
-	}
 	// The executor answers; it must not die first when memory runs out.
 	// Lowering the score needs CAP_SYS_RESOURCE, which rootless callers (and
 	// root on some hosts) lack.
@@ -89,10 +85,15 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 			return ns.Type == specs.UserNamespace
 		})
 		spec.Linux.UIDMappings, spec.Linux.GIDMappings = nil, nil
-	} else {
-		spec.Linux.CgroupsPath = "/bothy/" + in.ID
 	}
 	netns.Apply(spec, in.Network, in.Rootless)
+	// Docker's default capability set (root in the sandbox can chown,
+	// install packages and drop privileges, but not mount, load modules or
+	// trace the host), no_new_privs, seccomp; cgroup and limits.
+	if err := applySecurity(spec, in.Security); err != nil {
+		return nil, err
+	}
+	applyLimits(spec, in.Cgroup)
 
 	spec.Mounts = append(spec.Mounts,
 		specs.Mount{Destination: ExecutorPath, Type: "bind", Source: in.Executor, Options: []string{"bind", "ro", "nosuid", "nodev"}},

@@ -60,6 +60,15 @@ type Sandbox struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	// Mounts are the sandbox's volumes and tmpfs mounts.
 	Mounts []Mount `json:"mounts,omitempty"`
+	// Limits are the enforced resource limits; LimitsIgnored says which
+	// were asked for but waived with --ignore-limits, and why.
+	Limits        Limits `json:"limits,omitzero"`
+	LimitsIgnored string `json:"limits_ignored,omitempty"`
+	// Cgroup is the sandbox's cgroup path in each hierarchy ("": none of
+	// its own), or a systemd scope when CgroupSystemd.
+	Cgroup        string   `json:"cgroup,omitempty"`
+	CgroupSystemd bool     `json:"cgroup_systemd,omitempty"`
+	Security      Security `json:"security,omitzero"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`
@@ -72,6 +81,8 @@ type Sandbox struct {
 	// LauncherPid is the launcher that is still creating the sandbox.
 	LauncherPid   int    `json:"launcher_pid,omitempty"`
 	LauncherStart uint64 `json:"launcher_start,omitempty"`
+	// Usage is read from the cgroup by Manager.Inspect only.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // ShortID is the first 12 hex digits of the ID, as ps shows it.

@@ -192,8 +192,17 @@ func TestErrors(t *testing.T) {
 // A bothy killed while its launcher runs leaves a record that prune removes.
 func TestKilledMidCreate(t *testing.T) {
 	c := newCLI(t)
-	hang := filepath.Join(t.TempDir(), "hang")
-	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+	// A fake launcher that blocks on a FIFO without another execve: an
+	// execve after newuidmap has mapped it to root in its namespace gains
+	// capabilities, and the kernel then clears its parent-death signal (a
+	// real launcher waits for the mapping and never execs).
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hang := filepath.Join(dir, "hang")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec 3<>"+fifo+"\nread x <&3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	self, _ := os.Executable()

@@ -69,6 +69,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				warnIgnoredLimits(cmd, sb)
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
 			}
@@ -82,6 +83,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnIgnoredLimits(cmd, sb)
 			code, runErr := streamCommand(cmd, sb, opts.APIKey, argv, stdin, timeout)
 			ctx := cmd.Context()
 			if ctx.Err() != nil {
@@ -115,6 +117,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
 	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
 	volumes = volumeFlags(f, &opts)
+	addLimitFlags(f, &opts)
 	return cmd
 }
 
@@ -286,7 +289,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 			}
 			var out []*sandbox.Sandbox
 			for _, ref := range args {
-				sb, err := m.Get(cmd.Context(), ref)
+				sb, err := m.Inspect(cmd.Context(), ref)
 				if err != nil {
 					return err
 				}

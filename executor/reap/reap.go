@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,11 @@ type Options struct {
 	// (PR_SET_CHILD_SUBREAPER) so orphaned descendants are re-parented to
 	// it, and implies Global. PID 1 does not need it.
 	Subreaper bool
+	// ChildOOMScore, when non-zero, is written to each started child's
+	// oom_score_adj (1000: killed first), so that the kernel's OOM killer
+	// picks a runaway command before the process that started it. Raising
+	// a score needs no privilege. Descendants inherit it.
+	ChildOOMScore int
 }
 
 // Sentinel errors.
@@ -63,7 +69,8 @@ var globalTaken atomic.Bool
 // Reaper starts processes and hands back their exit status. It is safe for
 // concurrent use.
 type Reaper struct {
-	global bool
+	global   bool
+	oomScore int
 
 	// mu guards procs and is held across start+register in global mode.
 	mu     sync.Mutex
@@ -96,9 +103,10 @@ func New(opts Options) (*Reaper, error) {
 		}
 	}
 	r := &Reaper{
-		global:  mode == Global,
-		procs:   make(map[int]*Proc),
-		changed: make(chan struct{}),
+		global:   mode == Global,
+		oomScore: opts.ChildOOMScore,
+		procs:    make(map[int]*Proc),
+		changed:  make(chan struct{}),
 	}
 	if !r.global {
 		return r, nil
@@ -261,6 +269,7 @@ func (r *Reaper) StartFunc(start func() (*os.Process, error)) (*Proc, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.setOOMScore(osp.Pid)
 		p := newProc(r, osp)
 		r.procs[p.Pid] = p
 		r.empty = false
@@ -276,12 +285,23 @@ func (r *Reaper) StartFunc(start func() (*os.Process, error)) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.setOOMScore(osp.Pid)
 	p := newProc(r, osp)
 	r.mu.Lock()
 	r.procs[p.Pid] = p
 	r.mu.Unlock()
 	go p.waitOwn()
 	return p, nil
+}
+
+// setOOMScore raises a new child's OOM score. The child has already
+// exec'd; what it forked before this write keeps the old score, a window of
+// microseconds. Best effort: a child that is already gone has no score.
+func (r *Reaper) setOOMScore(pid int) {
+	if r.oomScore == 0 {
+		return
+	}
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(strconv.Itoa(r.oomScore)), 0)
 }
 
 // Live returns the processes started through the Reaper that have not been

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -55,6 +56,8 @@ type Request struct {
 	Log string `json:"log"`
 	// ReadyTimeout bounds the wait for the executor's ready signal.
 	ReadyTimeout time.Duration `json:"ready_timeout"`
+	// SystemdCgroup: config.json's cgroupsPath names a systemd scope.
+	SystemdCgroup bool `json:"systemd_cgroup,omitempty"`
 }
 
 // Layer is one image layer: its diff ID and the store file holding its blob.
@@ -148,9 +151,6 @@ func launch(reqPath string) (int, error) {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return 0, fmt.Errorf("read launch request: %w", err)
 	}
-	if !req.rootless() {
-		warmCgroupMigration()
-	}
 	var spec specs.Spec
 	data, err = os.ReadFile(req.Bundle + "/config.json")
 	if err != nil {
@@ -158,6 +158,9 @@ func launch(reqPath string) (int, error) {
 	}
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return 0, fmt.Errorf("read bundle: %w", err)
+	}
+	if spec.Linux != nil && spec.Linux.CgroupsPath != "" && !req.SystemdCgroup {
+		warmCgroupMigration(path.Dir(spec.Linux.CgroupsPath))
 	}
 
 	// Nothing mounted here may reach the host's mount table.
@@ -172,10 +175,11 @@ func launch(reqPath string) (int, error) {
 	}
 	trace.Mark("launcher", "overlay mounted")
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName:      req.ID,
-		Spec:            &spec,
-		RootlessCgroups: req.rootless(),
-		NoNewKeyring:    false,
+		CgroupName:       req.ID,
+		Spec:             &spec,
+		RootlessCgroups:  req.rootless(),
+		UseSystemdCgroup: req.SystemdCgroup,
+		NoNewKeyring:     false,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("convert bundle: %w", err)

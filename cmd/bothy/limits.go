@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// addLimitFlags adds the resource-limit and hardening flags of bothy run.
+func addLimitFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) {
+	f.VarP(&bytesValue{&opts.Limits.Memory, false}, "memory", "m", "memory limit (e.g. 512m, 2g)")
+	f.Var(&bytesValue{&opts.Limits.MemorySwap, true}, "memory-swap", "memory plus swap limit (e.g. 1g); -1: unlimited swap")
+	f.Int64Var(&opts.Limits.PidsLimit, "pids-limit", 0, "maximum number of processes and threads")
+	f.Var(&cpusValue{&opts.Limits.CPUs}, "cpus", "CPU bandwidth in cores (e.g. 0.5, 2)")
+	f.BoolVar(&opts.IgnoreLimits, "ignore-limits", false, "start even when a limit cannot be enforced on this host (the limit is dropped, and inspect says why)")
+	f.StringSliceVar(&opts.Security.CapAdd, "cap-add", nil, "add a capability (e.g. NET_ADMIN, or ALL)")
+	f.StringSliceVar(&opts.Security.CapDrop, "cap-drop", nil, "drop a capability (e.g. CHOWN, or ALL)")
+	f.Var(&secOptValue{&opts.Security}, "security-opt", "seccomp=unconfined|PROFILE.json, no-new-privileges[=true|false]")
+	f.BoolVar(&opts.Security.ReadOnly, "read-only", false, "mount the root filesystem read-only")
+	f.Var(&bytesValue{&opts.Security.ShmSize, false}, "shm-size", "size of /dev/shm (default 64m)")
+}
+
+// warnIgnoredLimits says on stderr which limits --ignore-limits waived.
+func warnIgnoredLimits(cmd *cobra.Command, sb *sandbox.Sandbox) {
+	if sb.LimitsIgnored != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s runs without some limits (--ignore-limits): %s\n", sb.ShortID(), sb.LimitsIgnored)
+	}
+}
+
+type bytesValue struct {
+	p        *int64
+	minusOne bool // -1 is allowed
+}
+
+func (v *bytesValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	if *v.p < 0 {
+		return strconv.FormatInt(*v.p, 10)
+	}
+	return units.BytesSize(float64(*v.p))
+}
+
+func (v *bytesValue) Set(s string) error {
+	n, err := sandbox.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	if n < 0 && !v.minusOne {
+		return errNegative
+	}
+	*v.p = n
+	return nil
+}
+
+func (v *bytesValue) Type() string { return "bytes" }
+
+type cpusValue struct{ p *float64 }
+
+func (v *cpusValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(*v.p, 'f', -1, 64)
+}
+
+func (v *cpusValue) Set(s string) error {
+	f, err := sandbox.ParseCPUs(s)
+	if err != nil {
+		return err
+	}
+	*v.p = f
+	return nil
+}
+
+func (v *cpusValue) Type() string { return "decimal" }
+
+type secOptValue struct{ s *sandbox.Security }
+
+func (v *secOptValue) String() string { return "" }
+func (v *secOptValue) Set(s string) error {
+	return v.s.ParseSecurityOpt(s)
+}
+func (v *secOptValue) Type() string { return "option" }
+
+type negativeError struct{}
+
+func (negativeError) Error() string { return "must be a positive size" }
+
+var errNegative error = negativeError{}

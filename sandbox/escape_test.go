@@ -1,0 +1,274 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// buildProbe builds testdata/escapeprobe, a static binary that makes the
+// syscalls busybox cannot.
+func buildProbe(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("requires the go tool to build the escape probe: not in PATH")
+	}
+	out := filepath.Join(testenv.ShortTempDir(t), "escapeprobe")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-o", out, ".")
+	cmd.Dir = "testdata/escapeprobe"
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off")
+	if home, err := os.UserHomeDir(); err != nil || home == "" {
+		cmd.Env = append(cmd.Env, "GOCACHE="+filepath.Join(os.TempDir(), "bothy-probe-gocache"))
+	}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build escape probe: %v: %s", err, msg)
+	}
+	return out
+}
+
+// createLimited starts a sandbox with limits, skipping (with the fix) when
+// the caller has no delegated cgroup: make test-rootless creates one.
+func createLimited(t *testing.T, m *sandbox.Manager, opts sandbox.CreateOptions) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := m.Create(context.Background(), opts)
+	if errors.Is(err, sandbox.ErrLimits) && os.Getuid() != 0 {
+		t.Skipf("requires a cgroup delegated to uid %d (make test-rootless creates it as root; see docs/operator.md): %v", os.Getuid(), err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// installProbe copies the probe into the sandbox as /probe.
+func installProbe(t *testing.T, sb *sandbox.Sandbox, probe string) {
+	t.Helper()
+	f, err := os.Open(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := client.New(sb.Socket).WriteFile(context.Background(), "/probe", f, client.WriteOptions{Mode: 0o755}); err != nil {
+		t.Fatalf("copy probe into sandbox: %v", err)
+	}
+}
+
+func runIn(t *testing.T, sb *sandbox.Sandbox, req api.RunRequest) *api.RunResult {
+	t.Helper()
+	req.Wait = true
+	if req.Timeout == 0 {
+		req.Timeout = 30
+	}
+	res, err := client.New(sb.Socket).Run(context.Background(), req)
+	if err != nil {
+		t.Fatalf("run %q %q: %v", req.Argv, req.Cmd, err)
+	}
+	return res
+}
+
+// hostCgroupFile reads a file of the sandbox's cgroup from the host.
+func hostCgroupFile(t *testing.T, sb *sandbox.Sandbox, controller, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, sb.Cgroup, file))
+	if err != nil {
+		t.Fatalf("read host cgroup file: %v", err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// TestEscapeSuite attacks the host from inside a sandbox with the default
+// hardening, --network none, --memory and --pids-limit, and checks the
+// host after each attempt. docs/security.md lists each case with the
+// mechanism that stops it.
+func TestEscapeSuite(t *testing.T) {
+	probe := buildProbe(t)
+	m := newManager(t)
+	const memLimit = 128 << 20
+	const pidsLimit = 64
+	sb := createLimited(t, m, sandbox.CreateOptions{Image: "busybox", Network: sandbox.NetworkNone,
+		Limits: sandbox.Limits{Memory: memLimit, PidsLimit: pidsLimit}})
+	installProbe(t, sb, probe)
+
+	// Host fixtures the sandbox must not reach.
+	hostDir := testenv.ShortTempDir(t)
+	secret := filepath.Join(hostDir, "secret")
+	secretText := "host secret " + randHex(t)
+	if err := os.WriteFile(secret, []byte(secretText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	passwdBefore, _ := os.ReadFile("/etc/passwd")
+
+	victim := exec.Command("sleep", "600")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
+
+	var accepted atomic.Int64
+	abstract := "bothy-escape-" + randHex(t)
+	ul, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	for _, l := range []net.Listener{ul, tl} {
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				c.Close()
+			}
+		}()
+	}
+
+	// Each probe case must print "blocked: …" and exit 0.
+	probes := []struct {
+		name string
+		argv []string
+	}{
+		{"read host file", []string{"read", secret}},
+		{"chroot escape to host file", []string{"chroot-escape", secret}},
+		{"open_by_handle_at", []string{"open_by_handle_at"}},
+		{"mount tmpfs", []string{"mount"}},
+		{"mount proc", []string{"mount-proc"}},
+		{"remount cgroupfs writable", []string{"remount-cgroup"}},
+		{"umount", []string{"umount", "/etc/hosts"}},
+		{"pivot_root", []string{"pivot_root"}},
+		{"unshare user namespace", []string{"unshare-userns"}},
+		{"init_module", []string{"init_module"}},
+		{"finit_module", []string{"finit_module"}},
+		{"keyctl", []string{"keyctl"}},
+		{"add_key", []string{"add_key"}},
+		{"bpf", []string{"bpf"}},
+		{"perf_event_open", []string{"perf_event_open"}},
+		{"ptrace host process", []string{"ptrace", strconv.Itoa(victim.Process.Pid)}},
+		{"kill host process", []string{"kill", strconv.Itoa(victim.Process.Pid)}},
+		{"ptrace the executor", []string{"ptrace", "1"}},
+		{"read the executor's environment", []string{"read", "/proc/1/environ"}},
+		{"host abstract unix socket", []string{"unix-abstract", abstract}},
+		{"host network", []string{"tcp", tl.Addr().String()}},
+		{"write cgroup memory limit", []string{"write", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}},
+		{"write cgroup pids limit", []string{"write", "/sys/fs/cgroup/pids/pids.max"}},
+		{"write cgroup.procs", []string{"write", "/sys/fs/cgroup/memory/cgroup.procs"}},
+		{"sysrq-trigger", []string{"write", "/proc/sysrq-trigger"}},
+		{"write /proc/sys", []string{"write", "/proc/sys/kernel/domainname"}},
+		{"write /sys", []string{"write", "/sys/kernel/uevent_helper"}},
+	}
+	for _, p := range probes {
+		t.Run(p.name, func(t *testing.T) {
+			res := runIn(t, sb, api.RunRequest{Argv: append([]string{"/probe"}, p.argv...)})
+			if res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "blocked:") {
+				t.Fatalf("%v: exit %d: %s%s", p.argv, res.ExitCode, res.Stdout, res.Stderr)
+			}
+			t.Logf("%v → %s", p.argv, strings.TrimSpace(res.Stdout))
+		})
+	}
+
+	t.Run("write host files", func(t *testing.T) {
+		// The same paths inside the sandbox are the sandbox's own.
+		res := runIn(t, sb, api.RunRequest{Cmd: fmt.Sprintf("mkdir -p %s && echo pwned > %s && echo pwned >> /etc/passwd && cat %s",
+			hostDir, secret, secret)})
+		if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "pwned" {
+			t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		if got, _ := os.ReadFile(secret); string(got) != secretText {
+			t.Errorf("host file changed: %q", got)
+		}
+		if got, _ := os.ReadFile("/etc/passwd"); !bytes.Equal(got, passwdBefore) {
+			t.Error("host /etc/passwd changed")
+		}
+	})
+
+	t.Run("fill /dev/shm", func(t *testing.T) {
+		res := runIn(t, sb, api.RunRequest{Cmd: "dd if=/dev/zero of=/dev/shm/fill bs=1M count=200; du -k /dev/shm/fill; rm -f /dev/shm/fill"})
+		if res.ExitCode == 0 && !strings.Contains(res.Stderr, "No space left") {
+			t.Fatalf("filling /dev/shm did not fail: %s%s", res.Stdout, res.Stderr)
+		}
+		var kb int
+		fmt.Sscanf(res.Stdout, "%d", &kb)
+		if kb > sandbox.DefaultShmSize>>10 {
+			t.Errorf("/dev/shm took %d KiB, over its %d KiB", kb, sandbox.DefaultShmSize>>10)
+		}
+	})
+
+	t.Run("memory bomb", func(t *testing.T) {
+		res := runIn(t, sb, api.RunRequest{Cmd: "dd if=/dev/zero of=/dev/null bs=300M count=1"})
+		if res.ExitCode != 137 || !res.OOMKilled {
+			t.Fatalf("memory bomb: exit %d, oom_killed %v: %s", res.ExitCode, res.OOMKilled, res.Stderr)
+		}
+		if peak, _ := strconv.ParseInt(hostCgroupFile(t, sb, "memory", "memory.max_usage_in_bytes"), 10, 64); peak > memLimit {
+			t.Errorf("peak memory %d over the %d limit", peak, memLimit)
+		}
+		got, err := m.Inspect(context.Background(), sb.ID)
+		if err != nil || got.Usage == nil || got.Usage.OOMKills < 1 || got.Usage.MemoryPeak < memLimit/2 {
+			t.Fatalf("inspect after OOM: %+v %v", got.Usage, err)
+		}
+	})
+
+	t.Run("fork bomb", func(t *testing.T) {
+		res := runIn(t, sb, api.RunRequest{Cmd: "f() { f | f & }; f; exec sleep 60", Timeout: 3, MaxOutput: 4096})
+		if !res.TimedOut {
+			t.Fatalf("fork bomb ended before its timeout: exit %d", res.ExitCode)
+		}
+		if !strings.Contains(res.Stderr, "an't fork") && !strings.Contains(res.Stderr, "resource temporarily unavailable") {
+			t.Errorf("fork bomb never hit the pids limit: %.300s", res.Stderr)
+		}
+		if n, _ := strconv.Atoi(hostCgroupFile(t, sb, "pids", "pids.current")); n > pidsLimit {
+			t.Errorf("pids.current %d over the limit %d", n, pidsLimit)
+		}
+	})
+
+	// The sandbox is still usable, and the host still whole.
+	if got := run(t, sb, "echo usable"); got != "usable" {
+		t.Fatalf("sandbox after the attacks: %q", got)
+	}
+	if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("host process died: %v", err)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("host listeners accepted %d connections from the sandbox", n)
+	}
+	if got := hostCgroupFile(t, sb, "memory", "memory.limit_in_bytes"); got != strconv.Itoa(memLimit) {
+		t.Errorf("memory limit on the host is %s, want %d", got, memLimit)
+	}
+	if got := hostCgroupFile(t, sb, "pids", "pids.max"); got != strconv.Itoa(pidsLimit) {
+		t.Errorf("pids limit on the host is %s, want %d", got, pidsLimit)
+	}
+	if got, _ := os.ReadFile(secret); string(got) != secretText {
+		t.Errorf("host file changed: %q", got)
+	}
+}
+
+func randHex(t *testing.T) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}

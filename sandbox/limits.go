@@ -1,0 +1,331 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/docker/go-units"
+	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Limits are a sandbox's resource limits, enforced by its cgroup. Zero
+// means no limit.
+type Limits struct {
+	// Memory is the memory limit in bytes (RAM and page cache).
+	Memory int64 `json:"memory,omitempty"`
+	// MemorySwap is the limit of memory plus swap in bytes, as Docker's
+	// --memory-swap: -1 allows unlimited swap; 0 leaves swap unlimited
+	// too unless the kernel accounts swap, when Docker's default (twice
+	// Memory) applies. It needs Memory.
+	MemorySwap int64 `json:"memory_swap,omitempty"`
+	// PidsLimit caps the number of processes and threads.
+	PidsLimit int64 `json:"pids_limit,omitempty"`
+	// CPUs is the CPU bandwidth in cores (1.5: one and a half cores).
+	CPUs float64 `json:"cpus,omitempty"`
+}
+
+// IsZero reports whether no limit is set.
+func (l Limits) IsZero() bool { return l == Limits{} }
+
+// ParseBytes reads a size as Docker's --memory does: a number with an
+// optional b, k, m or g suffix (binary units); "-1" is returned as -1.
+func ParseBytes(s string) (int64, error) {
+	if strings.TrimSpace(s) == "-1" {
+		return -1, nil
+	}
+	n, err := units.RAMInBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q: use a number with an optional b, k, m or g suffix", s)
+	}
+	return n, nil
+}
+
+// ParseCPUs reads --cpus: a positive decimal number of cores.
+func ParseCPUs(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("invalid --cpus %q: give a positive number of cores, e.g. 0.5 or 2", s)
+	}
+	return f, nil
+}
+
+// minMemory is the smallest memory limit a sandbox starts with: the
+// executor alone needs a few megabytes (Docker's floor is 6 MiB).
+const minMemory = 6 << 20
+
+func (l Limits) validate() error {
+	switch {
+	case l.Memory < 0:
+		return fmt.Errorf("invalid --memory %d: must be positive", l.Memory)
+	case l.Memory > 0 && l.Memory < minMemory:
+		return fmt.Errorf("invalid --memory %s: the minimum is 6MiB", units.BytesSize(float64(l.Memory)))
+	case l.MemorySwap != 0 && l.Memory == 0:
+		return errors.New("--memory-swap needs --memory: it limits memory plus swap")
+	case l.MemorySwap > 0 && l.MemorySwap < l.Memory:
+		return fmt.Errorf("invalid --memory-swap %s: it is memory plus swap, so it must be at least --memory (%s)",
+			units.BytesSize(float64(l.MemorySwap)), units.BytesSize(float64(l.Memory)))
+	case l.MemorySwap < -1:
+		return fmt.Errorf("invalid --memory-swap %d: give a size, or -1 for unlimited swap", l.MemorySwap)
+	case l.PidsLimit < 0:
+		return fmt.Errorf("invalid --pids-limit %d: must be positive", l.PidsLimit)
+	case l.CPUs < 0 || math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0):
+		return fmt.Errorf("invalid --cpus %v: must be a positive number of cores", l.CPUs)
+	case l.CPUs > 0 && l.CPUs*cpuPeriod < 1000:
+		return fmt.Errorf("invalid --cpus %v: the minimum is 0.01", l.CPUs)
+	}
+	return nil
+}
+
+const cpuPeriod = 100000 // µs, the kernel's default CFS period
+
+// resources returns the runtime-spec resources for the limits.
+func (l Limits) resources(swapAccounted bool) *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if l.Memory > 0 {
+		mem := l.Memory
+		r.Memory = &specs.LinuxMemory{Limit: &mem}
+		swap := l.MemorySwap
+		if swap == 0 && swapAccounted {
+			swap = 2 * l.Memory // Docker's default: as much swap as memory
+		}
+		if swap != 0 && swapAccounted {
+			r.Memory.Swap = &swap
+		}
+	}
+	if l.PidsLimit > 0 {
+		pids := l.PidsLimit
+		r.Pids = &specs.LinuxPids{Limit: &pids}
+	}
+	if l.CPUs > 0 {
+		period := uint64(cpuPeriod)
+		quota := int64(l.CPUs * cpuPeriod)
+		r.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	return r
+}
+
+// ErrLimits: a limit was asked for that this host cannot enforce for the
+// caller. The message says why and what to change.
+var ErrLimits = errors.New("cannot enforce resource limits")
+
+// CgroupParentEnv names the cgroup (relative to each hierarchy's root) under
+// which sandboxes get their cgroups. Default: /bothy for root, /bothy-UID
+// for other users on cgroup v1; on cgroup v2 other users get a systemd
+// scope unless it is set (see planCgroupV2 and docs/operator.md).
+const CgroupParentEnv = "BOTHY_CGROUP_PARENT"
+
+// CgroupManagerEnv chooses the cgroup manager: "cgroupfs" (default) writes
+// the cgroup filesystem directly; "systemd" asks systemd for a scope
+// (cgroup v2 hosts whose users are not delegated a subtree otherwise).
+const CgroupManagerEnv = "BOTHY_CGROUP_MANAGER"
+
+// cgroupPlan is where a sandbox's cgroup goes, decided before launch.
+type cgroupPlan struct {
+	// Path is the runtime spec's cgroupsPath; empty: no cgroup of its own
+	// (rootless without a delegated subtree and no limits asked for).
+	Path    string
+	Systemd bool
+	// Version is 1 or 2.
+	Version int
+	// Missing says why the sandbox has no cgroup, when Path is empty.
+	Missing string
+	// Limits are the limits to enforce: those asked for, minus the ones
+	// --ignore-limits waived.
+	Limits Limits
+	// Ignored names the limits waived and why.
+	Ignored string
+}
+
+// hierarchy is one mounted cgroup hierarchy.
+type hierarchy struct {
+	Mountpoint  string
+	Controllers []string // "memory", "cpu", "name=systemd"; empty for cgroup2
+	V2          bool
+}
+
+// cgroupHierarchies lists the mounted cgroup hierarchies the kernel gives
+// this process: every v1 hierarchy, and the v2 one.
+func cgroupHierarchies() ([]hierarchy, error) {
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.FSType != "cgroup" && m.FSType != "cgroup2", false
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list cgroup mounts: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []hierarchy
+	for _, m := range mounts {
+		if seen[m.Mountpoint] || !strings.HasPrefix(m.Mountpoint, "/sys/fs/cgroup") {
+			continue
+		}
+		seen[m.Mountpoint] = true
+		h := hierarchy{Mountpoint: m.Mountpoint, V2: m.FSType == "cgroup2"}
+		if !h.V2 {
+			for _, opt := range strings.Split(m.VFSOptions, ",") {
+				if knownController(opt) || strings.HasPrefix(opt, "name=") {
+					h.Controllers = append(h.Controllers, opt)
+				}
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func knownController(s string) bool {
+	switch s {
+	case "cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "blkio", "perf_event",
+		"net_prio", "hugetlb", "pids", "rdma", "misc":
+		return true
+	}
+	return false
+}
+
+// v1Mount returns the mountpoint of a v1 controller, or "".
+func v1Mount(hs []hierarchy, controller string) string {
+	for _, h := range hs {
+		for _, c := range h.Controllers {
+			if c == controller {
+				return h.Mountpoint
+			}
+		}
+	}
+	return ""
+}
+
+// planCgroup decides the sandbox's cgroup and checks that every limit asked
+// for can be enforced there. ignore runs without the limits that cannot be
+// (the returned plan's Missing then says which and why).
+func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return planCgroupV2(id, rootless, l, ignore)
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return cgroupPlan{}, err
+	}
+	plan := cgroupPlan{Version: 1}
+	parent := os.Getenv(CgroupParentEnv)
+	if parent == "" {
+		parent = "/bothy"
+		if rootless {
+			parent = "/bothy-" + strconv.Itoa(os.Getuid())
+		}
+	}
+	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
+		return cgroupPlan{}, fmt.Errorf("invalid %s %q: give a clean absolute cgroup path such as /bothy-%d", CgroupParentEnv, parent, os.Getuid())
+	}
+
+	// What the limits need from the kernel. Each limit that cannot be
+	// enforced is named, and dropped only when the caller said so.
+	var problems []string
+	need := func(controller, flag string, drop func()) {
+		if v1Mount(hs, controller) == "" {
+			problems = append(problems, fmt.Sprintf("%s needs the %s cgroup controller, which is not mounted", flag, controller))
+			drop()
+		}
+	}
+	if l.Memory > 0 {
+		need("memory", "--memory", func() { l.Memory, l.MemorySwap = 0, 0 })
+	}
+	if l.PidsLimit > 0 {
+		need("pids", "--pids-limit", func() { l.PidsLimit = 0 })
+	}
+	if l.CPUs > 0 {
+		need("cpu", "--cpus", func() { l.CPUs = 0 })
+	}
+	if l.MemorySwap > 0 && !swapAccounted() {
+		problems = append(problems, "--memory-swap needs swap accounting (memory.memsw.limit_in_bytes is missing): boot the kernel with swapaccount=1, or drop --memory-swap")
+		l.MemorySwap = 0
+	}
+	plan.Path = parent + "/" + id
+
+	// Rootless: every hierarchy needs a directory delegated to the caller,
+	// since libcontainer places the sandbox in all of them.
+	if rootless {
+		var missing []string
+		for _, h := range hs {
+			dir := h.Mountpoint + parent
+			if unix.Access(dir, unix.W_OK|unix.X_OK) != nil {
+				missing = append(missing, dir)
+			}
+		}
+		if len(missing) > 0 {
+			what := strings.Join(missing, ", ")
+			if len(missing) == len(hs) && len(hs) > 1 {
+				what = "/sys/fs/cgroup/*" + parent
+			}
+			why := fmt.Sprintf("no cgroup is delegated to uid %d (%s missing or not writable); as root, run %s",
+				os.Getuid(), what, delegateCommand(parent))
+			if !l.IsZero() {
+				problems = append(problems, why)
+			}
+			plan.Path, plan.Missing, l = "", why, Limits{}
+		}
+	}
+	return plan.finish(l, problems, ignore)
+}
+
+// finish refuses the plan when a limit cannot be enforced, unless ignore.
+func (p cgroupPlan) finish(l Limits, problems []string, ignore bool) (cgroupPlan, error) {
+	if len(problems) > 0 {
+		if !ignore {
+			return cgroupPlan{}, fmt.Errorf("%w: %s (or run with --ignore-limits to start without them)", ErrLimits, strings.Join(problems, "; "))
+		}
+		p.Ignored = strings.Join(problems, "; ")
+	}
+	p.Limits = l
+	return p, nil
+}
+
+// delegateCommand is the shell an operator runs (as root) to give the
+// calling user a cgroup v1 subtree at parent in every hierarchy.
+func delegateCommand(parent string) string {
+	return fmt.Sprintf("`for h in /sys/fs/cgroup/*/; do mkdir -p \"${h}%s\" && chown -R %d:%d \"${h}%s\"; done` (see docs/operator.md)",
+		strings.TrimPrefix(parent, "/"), os.Getuid(), os.Getgid(), strings.TrimPrefix(parent, "/"))
+}
+
+func swapAccounted() bool {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return false
+	}
+	if m := v1Mount(hs, "memory"); m != "" {
+		_, err := os.Stat(filepath.Join(m, "memory.memsw.limit_in_bytes"))
+		return err == nil
+	}
+	for _, h := range hs {
+		if h.V2 {
+			_, err := os.Stat(filepath.Join(h.Mountpoint, "memory.swap.max"))
+			if err != nil {
+				// The root cgroup has no memory.swap.max; look at ours.
+				_, err = os.Stat(filepath.Join(h.Mountpoint, "init.scope", "memory.swap.max"))
+			}
+			return err == nil
+		}
+	}
+	return false
+}
+
+// applyLimits writes the plan's cgroup and limits into the spec.
+func applyLimits(spec *specs.Spec, plan cgroupPlan) {
+	spec.Linux.CgroupsPath = plan.Path
+	if plan.Path == "" {
+		// No cgroup of its own: any limit was waived with --ignore-limits.
+		return
+	}
+	r := plan.Limits.resources(swapAccounted())
+	if spec.Linux.Resources == nil {
+		spec.Linux.Resources = r
+		return
+	}
+	spec.Linux.Resources.Memory, spec.Linux.Resources.Pids, spec.Linux.Resources.CPU = r.Memory, r.Pids, r.CPU
+}

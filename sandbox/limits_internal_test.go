@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseLimits(t *testing.T) {
+	for in, want := range map[string]int64{"512m": 512 << 20, "2g": 2 << 30, "1024": 1024, "64MiB": 64 << 20, "-1": -1} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "12q", "-5m"} {
+		if _, err := ParseBytes(bad); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", bad)
+		}
+	}
+	if c, err := ParseCPUs("1.5"); err != nil || c != 1.5 {
+		t.Errorf("ParseCPUs(1.5) = %v, %v", c, err)
+	}
+	for _, bad := range []string{"0", "-1", "NaN", "Inf", "x"} {
+		if _, err := ParseCPUs(bad); err == nil {
+			t.Errorf("ParseCPUs(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []Limits{{Memory: 1 << 20}, {MemorySwap: 1 << 30}, {Memory: 64 << 20, MemorySwap: 32 << 20},
+		{PidsLimit: -1}, {CPUs: 0.001}, {Memory: 64 << 20, MemorySwap: -2}} {
+		if err := bad.validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	if err := (Limits{Memory: 64 << 20, MemorySwap: -1, PidsLimit: 10, CPUs: 0.25}).validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestResources(t *testing.T) {
+	r := Limits{Memory: 64 << 20, PidsLimit: 7, CPUs: 1.5}.resources(true)
+	if *r.Memory.Limit != 64<<20 || *r.Memory.Swap != 128<<20 || *r.Pids.Limit != 7 || *r.CPU.Quota != 150000 || *r.CPU.Period != 100000 {
+		t.Errorf("resources: %+v %+v %+v", r.Memory, r.Pids, r.CPU)
+	}
+	if r := (Limits{Memory: 64 << 20}).resources(false); r.Memory.Swap != nil {
+		t.Error("swap limit set without swap accounting")
+	}
+}
+
+func TestCapabilitySet(t *testing.T) {
+	got, _ := capabilitySet(nil, nil)
+	if want := slices.Sorted(slices.Values(defaultCaps)); !slices.Equal(got, want) {
+		t.Errorf("default %v", got)
+	}
+	got, _ = capabilitySet([]string{"net_admin", "CAP_SYS_PTRACE"}, []string{"chown", "MKNOD"})
+	if !slices.Contains(got, "CAP_NET_ADMIN") || !slices.Contains(got, "CAP_SYS_PTRACE") || slices.Contains(got, "CAP_CHOWN") || slices.Contains(got, "CAP_MKNOD") {
+		t.Errorf("add/drop: %v", got)
+	}
+	got, _ = capabilitySet([]string{"kill"}, []string{"ALL"})
+	if !slices.Equal(got, []string{"CAP_KILL"}) {
+		t.Errorf("drop ALL add KILL: %v", got)
+	}
+	got, _ = capabilitySet([]string{"all"}, []string{"sys_admin"})
+	if slices.Contains(got, "CAP_SYS_ADMIN") || !slices.Contains(got, "CAP_SYS_MODULE") {
+		t.Errorf("add ALL drop SYS_ADMIN: %v", got)
+	}
+	if _, err := capabilitySet([]string{"CAP_NOPE"}, nil); err == nil || !strings.Contains(err.Error(), "CAP_NOPE") {
+		t.Errorf("unknown capability: %v", err)
+	}
+}
+
+func TestParseSecurityOpt(t *testing.T) {
+	var s Security
+	for _, o := range []string{"seccomp=unconfined", "no-new-privileges=false"} {
+		if err := s.ParseSecurityOpt(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Seccomp != SeccompUnconfined || !s.NewPrivileges {
+		t.Errorf("%+v", s)
+	}
+	if err := s.ParseSecurityOpt("no-new-privileges"); err != nil || s.NewPrivileges {
+		t.Errorf("no-new-privileges: %+v %v", s, err)
+	}
+	for _, bad := range []string{"apparmor=unconfined", "seccomp=", "no-new-privileges=maybe", "label:disable"} {
+		if err := s.ParseSecurityOpt(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// planCgroup for a rootless caller with nothing delegated: limits are
+// refused with the fix, or waived with ignore; no limits need no cgroup.
+func TestPlanCgroupUndelegated(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		t.Skip("requires a cgroup v1 host: /sys/fs/cgroup/memory is missing")
+	}
+	t.Setenv(CgroupParentEnv, "/bothy-never-delegated-"+strconv.Itoa(os.Getpid()))
+	_, err := planCgroup("abc", true, Limits{PidsLimit: 5}, false)
+	if !errors.Is(err, ErrLimits) || !strings.Contains(err.Error(), "mkdir -p") {
+		t.Fatalf("want the fix in ErrLimits, got %v", err)
+	}
+	plan, err := planCgroup("abc", true, Limits{PidsLimit: 5}, true)
+	if err != nil || plan.Path != "" || plan.Ignored == "" || !plan.Limits.IsZero() {
+		t.Fatalf("ignored: %+v %v", plan, err)
+	}
+	plan, err = planCgroup("abc", true, Limits{}, false)
+	if err != nil || plan.Path != "" || plan.Missing == "" || plan.Ignored != "" {
+		t.Fatalf("no limits: %+v %v", plan, err)
+	}
+	t.Setenv(CgroupParentEnv, "relative/path")
+	if _, err := planCgroup("abc", true, Limits{}, false); err == nil {
+		t.Error("relative BOTHY_CGROUP_PARENT accepted")
+	}
+}

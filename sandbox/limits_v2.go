@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup v2 placement. Written to the kernel's and systemd's documented
+// delegation model but not exercised by the test suite, which runs on a
+// cgroup v1 host (see docs/operator.md).
+
+const unifiedMount = "/sys/fs/cgroup"
+
+// planCgroupV2 places the sandbox on a unified (v2-only) host:
+//   - root: /bothy/ID (or under BOTHY_CGROUP_PARENT), cgroupfs driver;
+//   - BOTHY_CGROUP_MANAGER=systemd: a transient scope bothy-ID.scope that
+//     systemd creates and moves the sandbox into (the user's instance when
+//     rootless);
+//   - rootless with BOTHY_CGROUP_PARENT: under it, cgroupfs driver. v2 lets
+//     a process move only between cgroups whose common ancestor's
+//     cgroup.procs it may write, so the parent must be a subtree delegated
+//     to the user that already holds the caller (a batch job's cgroup, or
+//     user@UID.service for processes of the user's systemd instance);
+//   - rootless otherwise: a systemd scope when the user has a systemd
+//     instance ($XDG_RUNTIME_DIR/bus), the way rootless Podman does it.
+//
+// Each controller a limit needs must be listed in the parent's
+// cgroup.controllers (cgroupfs driver), else the sandbox is refused (unless
+// ignore); with systemd, libcontainer refuses what systemd cannot delegate.
+func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
+	plan := cgroupPlan{Version: 2}
+	parent := os.Getenv(CgroupParentEnv)
+	manager := os.Getenv(CgroupManagerEnv)
+	if manager == "" && rootless && parent == "" && userBus() {
+		manager = "systemd"
+	}
+	if manager == "systemd" {
+		// libcontainer's "slice:prefix:name" form; the empty slice is
+		// system.slice for root and user.slice for the user's instance.
+		plan.Systemd, plan.Path = true, ":bothy:"+id
+		return plan.finish(l, nil, ignore)
+	}
+	if parent == "" {
+		parent = "/bothy"
+		if rootless {
+			why := fmt.Sprintf("no cgroup v2 subtree is delegated to uid %d: run bothy in a systemd user session (loginctl enable-linger) so that it can ask systemd for a scope, or set %s to a delegated cgroup that holds your processes (see docs/operator.md)",
+				os.Getuid(), CgroupParentEnv)
+			var problems []string
+			if !l.IsZero() {
+				problems = append(problems, why)
+			}
+			plan.Missing = why
+			return plan.finish(Limits{}, problems, ignore)
+		}
+	}
+	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
+		return cgroupPlan{}, fmt.Errorf("invalid %s %q: give a clean absolute cgroup path", CgroupParentEnv, parent)
+	}
+	// The controllers the parent can hand down: those of the nearest
+	// existing ancestor (libcontainer creates the rest of the path).
+	avail := availableV2(unifiedMount + parent)
+	var problems []string
+	need := func(controller, flag string, drop func()) {
+		if !slices.Contains(avail, controller) {
+			problems = append(problems, fmt.Sprintf("%s needs the %s controller, which %s does not delegate", flag, controller, parent))
+			drop()
+		}
+	}
+	if l.Memory > 0 {
+		need("memory", "--memory", func() { l.Memory, l.MemorySwap = 0, 0 })
+	}
+	if l.PidsLimit > 0 {
+		need("pids", "--pids-limit", func() { l.PidsLimit = 0 })
+	}
+	if l.CPUs > 0 {
+		need("cpu", "--cpus", func() { l.CPUs = 0 })
+	}
+	plan.Path = parent + "/" + id
+	if rootless && !writableAncestor(unifiedMount+parent) {
+		why := fmt.Sprintf("%s%s is not writable by uid %d: point %s at a cgroup delegated to you that holds your processes, or unset it and run bothy in a systemd user session (see docs/operator.md)",
+			unifiedMount, parent, os.Getuid(), CgroupParentEnv)
+		if !l.IsZero() {
+			problems = append(problems, why)
+		}
+		plan.Path, plan.Missing, l = "", why, Limits{}
+	}
+	return plan.finish(l, problems, ignore)
+}
+
+// availableV2 returns cgroup.controllers of dir or its nearest existing
+// ancestor.
+func availableV2(dir string) []string {
+	for d := dir; strings.HasPrefix(d, unifiedMount); d = filepath.Dir(d) {
+		if data, err := os.ReadFile(filepath.Join(d, "cgroup.controllers")); err == nil {
+			return strings.Fields(string(data))
+		}
+		if d == unifiedMount {
+			break
+		}
+	}
+	return nil
+}
+
+// writableAncestor reports whether dir exists and is writable, or its
+// nearest existing ancestor is (so that it can be created).
+func writableAncestor(dir string) bool {
+	for d := dir; strings.HasPrefix(d, unifiedMount); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			return unix.Access(d, unix.W_OK|unix.X_OK) == nil &&
+				unix.Access(filepath.Join(d, "cgroup.procs"), unix.W_OK) == nil
+		}
+		if d == unifiedMount {
+			break
+		}
+	}
+	return false
+}
+
+// userBus reports whether the caller has a systemd user instance to talk to.
+func userBus() bool {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "" {
+		return true
+	}
+	dir := os.Getenv("XDG_RUNTIME_DIR")
+	if dir == "" {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(dir, "bus"))
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}

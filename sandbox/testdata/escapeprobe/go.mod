@@ -1,0 +1,3 @@
+module escapeprobe
+
+go 1.26

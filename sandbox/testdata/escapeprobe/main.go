@@ -1,0 +1,167 @@
+// Command escapeprobe tries one escape from inside a sandbox and reports
+// whether the kernel let it through. It is built static (CGO_ENABLED=0) by
+// sandbox/escape_test.go and copied into the sandbox.
+//
+// Usage: escapeprobe CASE [ARG]. It prints "blocked: ERRNO" and exits 0 when
+// the attempt failed, prints "ESCAPED: ..." and exits 1 when it succeeded,
+// and exits 2 on a usage error.
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Syscall numbers the syscall package lacks or names differently.
+var nr = map[string]map[string]uintptr{
+	"amd64": {"init_module": 175, "finit_module": 313, "keyctl": 250, "add_key": 248, "bpf": 321,
+		"perf_event_open": 298, "pivot_root": 155, "open_by_handle_at": 304, "unshare": 272},
+	"arm64": {"init_module": 105, "finit_module": 273, "keyctl": 219, "add_key": 217, "bpf": 280,
+		"perf_event_open": 241, "pivot_root": 41, "open_by_handle_at": 265, "unshare": 97},
+}
+
+func sys(name string, a ...uintptr) error {
+	n, ok := nr[runtime.GOARCH][name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "no syscall number for %s on %s\n", name, runtime.GOARCH)
+		os.Exit(2)
+	}
+	args := [6]uintptr{}
+	copy(args[:], a)
+	_, _, e := syscall.Syscall6(n, args[0], args[1], args[2], args[3], args[4], args[5])
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func str(s string) uintptr {
+	b := append([]byte(s), 0)
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: escapeprobe CASE [ARG]")
+		os.Exit(2)
+	}
+	arg := ""
+	if len(os.Args) > 2 {
+		arg = os.Args[2]
+	}
+	err := try(os.Args[1], arg)
+	if err == nil {
+		fmt.Println("ESCAPED:", os.Args[1], arg)
+		os.Exit(1)
+	}
+	fmt.Println("blocked:", err)
+}
+
+func try(what, arg string) error {
+	switch what {
+	case "mount":
+		os.MkdirAll("/tmp/probe-mnt", 0o755)
+		return syscall.Mount("none", "/tmp/probe-mnt", "tmpfs", 0, "")
+	case "mount-proc":
+		os.MkdirAll("/tmp/probe-proc", 0o755)
+		return syscall.Mount("proc", "/tmp/probe-proc", "proc", 0, "")
+	case "remount-cgroup":
+		return syscall.Mount("", "/sys/fs/cgroup", "", syscall.MS_REMOUNT|syscall.MS_BIND, "")
+	case "umount":
+		return syscall.Unmount(arg, syscall.MNT_DETACH)
+	case "pivot_root":
+		os.MkdirAll("/tmp/probe-old", 0o755)
+		return sys("pivot_root", str("/tmp"), str("/tmp/probe-old"))
+	case "init_module":
+		img := make([]byte, 64)
+		return sys("init_module", uintptr(unsafe.Pointer(&img[0])), uintptr(len(img)), str(""))
+	case "finit_module":
+		f, err := os.Open("/bin/busybox")
+		if err != nil {
+			f, err = os.Open(os.Args[0])
+		}
+		if err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
+		return sys("finit_module", f.Fd(), str(""), 0)
+	case "keyctl":
+		// KEYCTL_JOIN_SESSION_KEYRING (1) with a new name: creates a keyring.
+		return sys("keyctl", 1, str("bothy-probe"))
+	case "add_key":
+		payload := []byte("secret")
+		return sys("add_key", str("user"), str("bothy-probe"), uintptr(unsafe.Pointer(&payload[0])), uintptr(len(payload)), ^uintptr(2)) // KEY_SPEC_SESSION_KEYRING = -3
+	case "bpf":
+		// BPF_MAP_CREATE (0) of an array map: the cheapest bpf object.
+		attr := [48]byte{}
+		*(*uint32)(unsafe.Pointer(&attr[0])) = 2  // BPF_MAP_TYPE_ARRAY
+		*(*uint32)(unsafe.Pointer(&attr[4])) = 4  // key size
+		*(*uint32)(unsafe.Pointer(&attr[8])) = 4  // value size
+		*(*uint32)(unsafe.Pointer(&attr[12])) = 1 // max entries
+		return sys("bpf", 0, uintptr(unsafe.Pointer(&attr[0])), uintptr(len(attr)))
+	case "perf_event_open":
+		// A software CPU clock counter on this process, any CPU.
+		attr := [128]byte{}
+		*(*uint32)(unsafe.Pointer(&attr[0])) = 1   // PERF_TYPE_SOFTWARE
+		*(*uint32)(unsafe.Pointer(&attr[4])) = 128 // size
+		return sys("perf_event_open", uintptr(unsafe.Pointer(&attr[0])), 0, ^uintptr(0), ^uintptr(0), 0)
+	case "open_by_handle_at":
+		h := make([]byte, 8+8)
+		*(*uint32)(unsafe.Pointer(&h[0])) = 8
+		*(*int32)(unsafe.Pointer(&h[4])) = 1  // FILEID_INO32_GEN
+		*(*uint32)(unsafe.Pointer(&h[8])) = 2 // inode 2: the root of most filesystems
+		f, err := os.Open("/")
+		if err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
+		return sys("open_by_handle_at", f.Fd(), uintptr(unsafe.Pointer(&h[0])), 0)
+	case "unshare-userns":
+		return sys("unshare", syscall.CLONE_NEWUSER|syscall.CLONE_NEWNS)
+	case "ptrace":
+		pid, _ := strconv.Atoi(arg)
+		return syscall.PtraceAttach(pid)
+	case "kill":
+		pid, _ := strconv.Atoi(arg)
+		return syscall.Kill(pid, syscall.SIGKILL)
+	case "chroot-escape":
+		// The classic: chroot into a subdirectory, climb out with .., chroot
+		// there, and look for a file only the host has.
+		os.MkdirAll("/tmp/probe-jail", 0o755)
+		if err := syscall.Chroot("/tmp/probe-jail"); err != nil {
+			return err
+		}
+		for range 64 {
+			syscall.Chdir("..")
+		}
+		if err := syscall.Chroot("."); err != nil {
+			return err
+		}
+		_, err := os.Stat(arg)
+		return err
+	case "unix-abstract":
+		c, err := net.DialTimeout("unix", "@"+arg, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	case "tcp":
+		c, err := net.DialTimeout("tcp", arg, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	case "write":
+		return os.WriteFile(arg, []byte("1\n"), 0o644)
+	case "read":
+		_, err := os.ReadFile(arg)
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "unknown case", what)
+	os.Exit(2)
+	return nil
+}
