@@ -675,7 +675,17 @@ func TestNoGoroutineLeak(t *testing.T) {
 
 func TestUsername(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("requires root: switching to another user needs CAP_SETUID")
+		// Switching to another user needs CAP_SETUID: unprivileged, the
+		// session is refused with a clear error instead of running as us.
+		s, err := New(testCtx(t), Options{Username: "nobody", Cwd: "/"})
+		if err == nil {
+			s.Close()
+			t.Fatal("an unprivileged executor started a session as nobody")
+		}
+		if !errors.Is(err, unix.EPERM) {
+			t.Errorf("session as nobody, unprivileged: %v, want EPERM", err)
+		}
+		return
 	}
 	s := newSession(t, Options{Username: "nobody", Cwd: "/"})
 	if got := runOK(t, s, "id -un"); got != "nobody" {

@@ -152,11 +152,19 @@ func TestWriteFollowsSymlink(t *testing.T) {
 	}
 }
 
-func requireRoot(t *testing.T) {
+// asRoot reports whether the caller is root, so a case that gives files to
+// other users can run in full. For an unprivileged caller it checks instead
+// that the attempt fails with EPERM (chown(2) to another user needs
+// CAP_CHOWN): the request is refused, never half-done with the wrong owner.
+func asRoot(t *testing.T, attempt func() error) bool {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("requires root: chown(2) to another user needs CAP_CHOWN")
+	if os.Geteuid() == 0 {
+		return true
 	}
+	if err := attempt(); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("unprivileged chown to another user: got %v, want EPERM", err)
+	}
+	return false
 }
 
 func owner(t *testing.T, p string) (int, int) {
@@ -170,10 +178,19 @@ func owner(t *testing.T, p string) (int, int) {
 }
 
 func TestWriteSetsOwner(t *testing.T) {
-	requireRoot(t)
 	d := t.TempDir()
 	p := filepath.Join(d, "new", "f")
-	in, err := writeString(t, p, "x", WriteOptions{Owner: &Owner{UID: 1234, GID: 2345}, Mode: 0o4755})
+	opts := WriteOptions{Owner: &Owner{UID: 1234, GID: 2345}, Mode: 0o4755}
+	if !asRoot(t, func() error {
+		_, err := writeString(t, p, "x", opts)
+		if _, serr := os.Stat(p); err != nil && serr == nil {
+			t.Errorf("refused write left %s behind", p)
+		}
+		return err
+	}) {
+		return
+	}
+	in, err := writeString(t, p, "x", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
