@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -248,11 +249,14 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 	}
 	plan.Path = parent + "/" + id
 
-	// Rootless: every hierarchy needs a directory delegated to the caller,
-	// since libcontainer places the sandbox in all of them.
+	// Rootless: the hierarchies of the controllers bothy uses need a
+	// directory delegated to the caller; the launcher joins no others.
 	if rootless {
 		var missing []string
 		for _, h := range hs {
+			if !slices.ContainsFunc(h.Controllers, isRootlessController) {
+				continue
+			}
 			dir := h.Mountpoint + parent
 			if unix.Access(dir, unix.W_OK|unix.X_OK) != nil {
 				missing = append(missing, dir)
@@ -260,8 +264,8 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 		}
 		if len(missing) > 0 {
 			what := strings.Join(missing, ", ")
-			if len(missing) == len(hs) && len(hs) > 1 {
-				what = "/sys/fs/cgroup/*" + parent
+			if len(missing) > 1 {
+				what = "/sys/fs/cgroup/{" + strings.Join(rootlessControllers, ",") + "}" + parent
 			}
 			why := fmt.Sprintf("no cgroup is delegated to uid %d (%s missing or not writable); as root, run %s",
 				os.Getuid(), what, delegateCommand(parent))
@@ -286,11 +290,18 @@ func (p cgroupPlan) finish(l Limits, problems []string, ignore bool) (cgroupPlan
 	return p, nil
 }
 
+// rootlessControllers are the cgroup v1 controllers a rootless sandbox
+// joins when they are delegated: limits and stats (memory, pids, cpu,
+// cpuacct) and freezer. Joining costs time at every start, so no others.
+var rootlessControllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
+
+func isRootlessController(c string) bool { return slices.Contains(rootlessControllers, c) }
+
 // delegateCommand is the shell an operator runs (as root) to give the
-// calling user a cgroup v1 subtree at parent in every hierarchy.
+// calling user a cgroup v1 subtree at parent in the hierarchies it needs.
 func delegateCommand(parent string) string {
-	return fmt.Sprintf("`for h in /sys/fs/cgroup/*/; do mkdir -p \"${h}%s\" && chown -R %d:%d \"${h}%s\"; done` (see docs/operator.md)",
-		strings.TrimPrefix(parent, "/"), os.Getuid(), os.Getgid(), strings.TrimPrefix(parent, "/"))
+	return fmt.Sprintf("`for c in %s; do mkdir -p /sys/fs/cgroup/$c%s && chown -R %d:%d /sys/fs/cgroup/$c%s; done` (scripts/delegate-cgroups.sh; see docs/operator.md)",
+		strings.Join(rootlessControllers, " "), parent, os.Getuid(), os.Getgid(), parent)
 }
 
 func swapAccounted() bool {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # delegate-cgroups.sh USER: give USER the cgroup subtree bothy's rootless
 # sandboxes are placed under (run as root; idempotent). See docs/operator.md.
-#   cgroup v1 (and hybrid): /sys/fs/cgroup/<hierarchy>/bothy-UID in every
-#     mounted hierarchy, owned by the user.
+#   cgroup v1 (and hybrid): /sys/fs/cgroup/<hierarchy>/bothy-UID, owned by
+#     the user, in the hierarchies of the controllers rootless sandboxes
+#     join (memory, pids, cpu, cpuacct, freezer; see sandbox/limits.go).
 #   cgroup v2 (unified): nothing to create; it says how to give the user a
 #     systemd user instance with delegated controllers, which bothy uses.
 set -euo pipefail
@@ -22,11 +23,12 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 	exit 0
 fi
 n=0
-while read -r _ mnt fstype _; do
+while read -r _ mnt fstype opts _; do
 	case $fstype in cgroup | cgroup2) ;; *) continue ;; esac
 	case $mnt in /sys/fs/cgroup/*) ;; *) continue ;; esac
+	case ",$opts," in *,memory,* | *,pids,* | *,cpu,* | *,cpuacct,* | *,freezer,*) ;; *) continue ;; esac
 	mkdir -p "$mnt/bothy-$uid"
 	chown -R "$uid:$gid" "$mnt/bothy-$uid"
 	n=$((n + 1))
 done </proc/self/mounts
-echo "delegated /sys/fs/cgroup/*/bothy-$uid ($n hierarchies) to $user"
+echo "delegated bothy-$uid in $n cgroup hierarchies to $user"

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strings"
 
@@ -56,6 +57,20 @@ func hideUnusedControllers(r *cgroups.Resources) {
 			_ = unix.Unmount(m.point, unix.MNT_DETACH)
 		}
 	}
+}
+
+// joinDelegatedOnly lets a rootless sandbox skip the cgroup v1 hierarchies
+// that were not delegated to its user. libcontainer refuses any error in a
+// hierarchy when the cgroup is named by Path, but drops a hierarchy it may
+// not write when the same cgroup is named by Parent and Name: so a user
+// needs a delegated directory only in the hierarchies bothy uses (see
+// scripts/delegate-cgroups.sh), and joins no other, however many the host
+// mounts. A limit set in a dropped hierarchy still fails, in Set.
+func joinDelegatedOnly(c *cgroups.Cgroup) {
+	if c == nil || c.Path == "" || c.Systemd || cgroups.IsCgroup2UnifiedMode() {
+		return
+	}
+	c.Parent, c.Name, c.Path = path.Dir(c.Path), path.Base(c.Path), ""
 }
 
 type cgroupMount struct {

@@ -185,6 +185,9 @@ func launch(reqPath string) (int, error) {
 		return 0, fmt.Errorf("convert bundle: %w", err)
 	}
 	hideUnusedControllers(config.Cgroups.Resources)
+	if req.rootless() {
+		joinDelegatedOnly(config.Cgroups)
+	}
 	container, err := libcontainer.Create(req.StateRoot, req.ID, config)
 	if err != nil {
 		return 0, fmt.Errorf("create container: %w", err)
