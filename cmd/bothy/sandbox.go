@@ -224,6 +224,14 @@ func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, apiKey string, ar
 	}()
 	code, err := c.StreamWith(ctx, req, client.StreamIO{
 		Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Stdin: in, Signals: fwd,
+		Exited: func(ev api.Event) {
+			switch {
+			case ev.OOMKilled:
+				fmt.Fprintf(cmd.ErrOrStderr(), "bothy: %s was killed by the OOM killer: it needed more memory than the sandbox's limit (bothy inspect %s shows the peak)\n", argv[0], sb.ShortID())
+			case ev.TimedOut:
+				fmt.Fprintf(cmd.ErrOrStderr(), "bothy: %s was killed after its %gs timeout\n", argv[0], timeout)
+			}
+		},
 	})
 	if err != nil && ctx.Err() != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), "bothy: interrupted: the command was killed")

@@ -41,6 +41,15 @@ func TestLimitsStatsCLI(t *testing.T) {
 		inspected[0].Limits.Memory != 64<<20 || !inspected[0].Security.ReadOnly {
 		t.Fatalf("inspect: %v %+v", err, inspected)
 	}
+	// A command that blows the limit is killed, the CLI says why, and the
+	// sandbox stays usable; so for a timeout.
+	if _, errOut, code := c.run("", "exec", "lim", "--", "sh", "-c", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}"); code != 137 || !strings.Contains(errOut, "killed by the OOM killer") {
+		t.Errorf("memory bomb: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := c.run("", "exec", "--timeout", "0.3", "lim", "--", "sleep", "5"); code == 0 || !strings.Contains(errOut, "0.3s timeout") {
+		t.Errorf("timeout: exit %d, %q", code, errOut)
+	}
+	c.ok("exec", "lim", "--", "true")
 
 	for _, bad := range [][]string{
 		{"--memory", "lots"}, {"--cpus", "-1"}, {"--memory-swap", "1g"}, {"--cap-add", "CAP_BOGUS"},

@@ -24,6 +24,9 @@ type StreamIO struct {
 	Signals <-chan os.Signal
 	// Started, when set, is called with the process's ID and PID first.
 	Started func(id string, pid int)
+	// Exited, when set, is called with the exit event last: whether the
+	// process timed out or was killed by the OOM killer.
+	Exited func(ev api.Event)
 }
 
 // Stream runs req with its output streamed to stdout and stderr and stdin
@@ -87,6 +90,9 @@ func (c *Client) StreamWith(ctx context.Context, req api.RunRequest, sio StreamI
 		case api.EventExit:
 			if ev.ExitCode == nil {
 				return -1, errors.New("read process stream: exit event without exit_code")
+			}
+			if sio.Exited != nil {
+				sio.Exited(ev)
 			}
 			return *ev.ExitCode, nil
 		case api.EventError:
