@@ -227,22 +227,7 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 
 	// What the limits need from the kernel. Each limit that cannot be
 	// enforced is named, and dropped only when the caller said so.
-	var problems []string
-	need := func(controller, flag string, drop func()) {
-		if v1Mount(hs, controller) == "" {
-			problems = append(problems, fmt.Sprintf("%s needs the %s cgroup controller, which is not mounted", flag, controller))
-			drop()
-		}
-	}
-	if l.Memory > 0 {
-		need("memory", "--memory", func() { l.Memory, l.MemorySwap = 0, 0 })
-	}
-	if l.PidsLimit > 0 {
-		need("pids", "--pids-limit", func() { l.PidsLimit = 0 })
-	}
-	if l.CPUs > 0 {
-		need("cpu", "--cpus", func() { l.CPUs = 0 })
-	}
+	problems := l.checkControllers(func(c string) bool { return v1Mount(hs, c) != "" }, "which is not mounted")
 	if l.MemorySwap > 0 && !swapAccounted() {
 		problems = append(problems, "--memory-swap needs swap accounting (memory.memsw.limit_in_bytes is missing): boot the kernel with swapaccount=1, or drop --memory-swap")
 		l.MemorySwap = 0
@@ -276,6 +261,28 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 		}
 	}
 	return plan.finish(l, problems, ignore)
+}
+
+// checkControllers names each limit whose cgroup controller has reports
+// missing (why says how), and drops it from l, so that --ignore-limits can
+// run without it.
+func (l *Limits) checkControllers(has func(controller string) bool, why string) []string {
+	var problems []string
+	for _, c := range []struct {
+		set              bool
+		controller, flag string
+		drop             func()
+	}{
+		{l.Memory > 0, "memory", "--memory", func() { l.Memory, l.MemorySwap = 0, 0 }},
+		{l.PidsLimit > 0, "pids", "--pids-limit", func() { l.PidsLimit = 0 }},
+		{l.CPUs > 0, "cpu", "--cpus", func() { l.CPUs = 0 }},
+	} {
+		if c.set && !has(c.controller) {
+			problems = append(problems, fmt.Sprintf("%s needs the %s cgroup controller, %s", c.flag, c.controller, why))
+			c.drop()
+		}
+	}
+	return problems
 }
 
 // finish refuses the plan when a limit cannot be enforced, unless ignore.

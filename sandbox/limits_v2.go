@@ -64,22 +64,7 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, 
 	// The controllers the parent can hand down: those of the nearest
 	// existing ancestor (libcontainer creates the rest of the path).
 	avail := availableV2(unifiedMount + parent)
-	var problems []string
-	need := func(controller, flag string, drop func()) {
-		if !slices.Contains(avail, controller) {
-			problems = append(problems, fmt.Sprintf("%s needs the %s controller, which %s does not delegate", flag, controller, parent))
-			drop()
-		}
-	}
-	if l.Memory > 0 {
-		need("memory", "--memory", func() { l.Memory, l.MemorySwap = 0, 0 })
-	}
-	if l.PidsLimit > 0 {
-		need("pids", "--pids-limit", func() { l.PidsLimit = 0 })
-	}
-	if l.CPUs > 0 {
-		need("cpu", "--cpus", func() { l.CPUs = 0 })
-	}
+	problems := l.checkControllers(func(c string) bool { return slices.Contains(avail, c) }, "which "+parent+" does not delegate")
 	plan.Path = parent + "/" + id
 	if rootless && !writableAncestor(unifiedMount+parent) {
 		why := fmt.Sprintf("%s%s is not writable by uid %d: point %s at a cgroup delegated to you that holds your processes, or unset it and run bothy in a systemd user session (see docs/operator.md)",

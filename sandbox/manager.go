@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -257,6 +258,13 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
 	}
+	// The launcher starts now and waits for the bundle: its start-up (and
+	// the cgroup grace period, see warmCgroupMigration) overlaps ours.
+	lp, err := m.startLauncher(ctx, sb, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lp.abort()
 
 	hostname := opts.Name
 	if hostname == "" || len(hostname) > 63 {
@@ -300,7 +308,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, err
 	}
 	trace.Mark("bothy", "bundle written")
-	pid, err := m.runLauncher(ctx, sb, dir)
+	pid, err := lp.run(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -317,18 +325,33 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	return m.paths.readState(id)
 }
 
-// runLauncher starts the launcher in fresh namespaces and returns the
-// sandbox's PID 1 as the launcher reports it.
-func (m *Manager) runLauncher(ctx context.Context, sb *Sandbox, dir string) (int, error) {
+// launcher is a started launcher that waits for the go-ahead.
+type launcher struct {
+	cmd     *exec.Cmd
+	reportR *os.File // its Result
+	goW     *os.File // one byte: the bundle is written; closed: give up
+	stderr  *bytes.Buffer
+	done    bool
+}
+
+// startLauncher starts the launcher in fresh namespaces. It initialises and
+// enters its namespaces while the caller writes the bundle, then waits on
+// fd 4 for run (or abort) before it reads launch.json.
+func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*launcher, error) {
 	reportR, reportW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer reportR.Close()
-	var stderr bytes.Buffer
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		reportR.Close()
+		reportW.Close()
+		return nil, err
+	}
+	lp := &launcher{reportR: reportR, goW: goW, stderr: &bytes.Buffer{}}
 	cmd := exec.CommandContext(ctx, m.opts.Init, launch.Arg, filepath.Join(dir, "launch.json"))
-	cmd.ExtraFiles = []*os.File{reportW}
-	cmd.Stderr = &stderr
+	cmd.ExtraFiles = []*os.File{reportW, goR} // fds 3 and 4
+	cmd.Stderr = lp.stderr
 	// A killed launcher's stray descendants must not hold Wait on its
 	// stderr pipe.
 	cmd.WaitDelay = time.Second
@@ -337,18 +360,35 @@ func (m *Manager) runLauncher(ctx context.Context, sb *Sandbox, dir string) (int
 	}
 	cmd.Env = launcherEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := launch.Start(cmd, m.mapping); err != nil {
-		reportW.Close()
-		return 0, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
-	}
+	err = launch.Start(cmd, m.mapping)
 	reportW.Close()
+	goR.Close()
+	if err != nil {
+		reportR.Close()
+		goW.Close()
+		return nil, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
+	}
+	lp.cmd = cmd
+	if sb.Cgroup != "" && !sb.CgroupSystemd {
+		warmCgroupMigration(cmd.Process.Pid, path.Dir(sb.Cgroup))
+	}
 	if start, _, err := procStart(cmd.Process.Pid); err == nil {
 		sb.LauncherPid, sb.LauncherStart = cmd.Process.Pid, start
 		_ = writeState(dir, sb)
 	}
+	return lp, nil
+}
+
+// run lets the launcher go on with the written bundle and returns the
+// sandbox's PID 1 as the launcher reports it.
+func (lp *launcher) run(ctx context.Context) (int, error) {
+	lp.done = true
+	defer lp.reportR.Close()
+	_, goErr := lp.goW.Write([]byte{1})
+	lp.goW.Close()
 	var res launch.Result
-	decodeErr := json.NewDecoder(reportR).Decode(&res)
-	waitErr := cmd.Wait()
+	decodeErr := json.NewDecoder(lp.reportR).Decode(&res)
+	waitErr := lp.cmd.Wait()
 	switch {
 	case decodeErr == nil && res.Error != "":
 		return 0, fmt.Errorf("start sandbox: %s", res.Error)
@@ -357,12 +397,27 @@ func (m *Manager) runLauncher(ctx context.Context, sb *Sandbox, dir string) (int
 	case ctx.Err() != nil:
 		return 0, fmt.Errorf("start sandbox: %w", ctx.Err())
 	default:
-		msg := strings.TrimSpace(stderr.String())
+		msg := strings.TrimSpace(lp.stderr.String())
 		if msg == "" && waitErr != nil {
 			msg = waitErr.Error()
 		}
+		if msg == "" && goErr != nil {
+			msg = goErr.Error()
+		}
 		return 0, fmt.Errorf("start sandbox: launcher failed: %s", msg)
 	}
+}
+
+// abort ends a launcher that was never told to run: closing its go-ahead
+// pipe makes it exit before it touches anything.
+func (lp *launcher) abort() {
+	if lp.done {
+		return
+	}
+	lp.done = true
+	lp.goW.Close()
+	lp.reportR.Close()
+	_ = lp.cmd.Wait()
 }
 
 // launcherEnv passes the environment through, minus anything that would steer

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -126,6 +125,9 @@ func launcherMain() int {
 	}
 	pid, err := 0, waitMapped()
 	if err == nil {
+		err = waitGo()
+	}
+	if err == nil {
 		pid, err = launch(os.Args[2])
 	}
 	res := Result{Pid: pid}
@@ -140,6 +142,20 @@ func launcherMain() int {
 		return 1
 	}
 	return 0
+}
+
+// waitGo blocks until the manager has written the bundle: it starts the
+// launcher early, so that the launcher's own start-up overlaps the writing,
+// and sends one byte on fd 4 when launch.json is complete, or closes the
+// pipe to call the launch off.
+func waitGo() error {
+	f := os.NewFile(4, "go")
+	defer f.Close()
+	var b [1]byte
+	if n, err := f.Read(b[:]); n != 1 {
+		return fmt.Errorf("launch called off before the bundle was written (%v)", err)
+	}
+	return nil
 }
 
 func launch(reqPath string) (int, error) {
@@ -158,9 +174,6 @@ func launch(reqPath string) (int, error) {
 	}
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return 0, fmt.Errorf("read bundle: %w", err)
-	}
-	if spec.Linux != nil && spec.Linux.CgroupsPath != "" && !req.SystemdCgroup {
-		warmCgroupMigration(path.Dir(spec.Linux.CgroupsPath))
 	}
 
 	// Nothing mounted here may reach the host's mount table.
