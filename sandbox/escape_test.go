@@ -233,8 +233,11 @@ func TestEscapeSuite(t *testing.T) {
 
 	t.Run("fork bomb", func(t *testing.T) {
 		res := runIn(t, sb, api.RunRequest{Cmd: "f() { f | f & }; f; exec sleep 60", Timeout: 3, MaxOutput: 4096})
-		if !res.TimedOut {
-			t.Fatalf("fork bomb ended before its timeout: exit %d", res.ExitCode)
+		// Either the timeout ends it, or the bomb's own shell gives up
+		// when it cannot fork (busybox sh exits 2): both are the limit
+		// at work; a clean exit would not be.
+		if !res.TimedOut && res.ExitCode == 0 {
+			t.Fatalf("fork bomb exited 0 before its timeout")
 		}
 		if !strings.Contains(res.Stderr, "an't fork") && !strings.Contains(res.Stderr, "resource temporarily unavailable") {
 			t.Errorf("fork bomb never hit the pids limit: %.300s", res.Stderr)
