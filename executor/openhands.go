@@ -178,7 +178,7 @@ func (s *Server) actionRun(ctx context.Context, a *api.Action) (*api.Observation
 		}
 		return api.ErrorObservationOf(err.Error()), nil
 	}
-	res, err := sess.Run(ctx, req)
+	res, _, err := runSession(ctx, sess, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -175,7 +175,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	res, err := sess.Run(r.Context(), bash.RunRequest{
+	res, oom, err := runSession(r.Context(), sess, bash.RunRequest{
 		Command:         req.Command,
 		IsInput:         req.IsInput,
 		Timeout:         api.Seconds(req.Timeout),
@@ -189,7 +189,9 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionResult(res))
+	out := sessionResult(res)
+	out.OOMKilled = oom
+	writeJSON(w, http.StatusOK, out)
 }
 
 func sessionResult(res *bash.Result) *api.SessionResult {

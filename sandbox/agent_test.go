@@ -85,3 +85,45 @@ func TestAgentAPIOnDefaultImage(t *testing.T) {
 		t.Errorf("str_replace of a missing string: %q", obs.Content)
 	}
 }
+
+// A session command that blows the memory limit is reported as OOM-killed to
+// both dialects, and the session lives on.
+func TestSessionOOMKilled(t *testing.T) {
+	if os.Getenv("BOTHY_DEFAULT_IMAGE") == "" {
+		t.Skip("requires the default image: run through make test, which builds it and sets BOTHY_DEFAULT_IMAGE")
+	}
+	m := newManager(t)
+	ctx := context.Background()
+	sb := createLimited(t, m, sandbox.CreateOptions{Limits: sandbox.Limits{Memory: 96 << 20}})
+	c := client.New(sb.Socket)
+	defer c.Close()
+	bomb := "python3 -c 'bytearray(300 << 20)'"
+	res, err := c.RunSession(ctx, api.DefaultSession, api.SessionRunRequest{Command: bomb, Blocking: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 137 || !res.OOMKilled || !strings.Contains(res.Observation, "killed by the OOM killer") {
+		t.Errorf("native session: exit %d, oom_killed %v, observation %q", res.ExitCode, res.OOMKilled, res.Observation)
+	}
+	a, err := api.NewAction("run", map[string]any{"command": bomb}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := c.ExecuteAction(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var extras api.CmdOutputExtras
+	if err := json.Unmarshal(obs.Extras, &extras); err != nil || extras.Metadata.ExitCode != 137 ||
+		!strings.Contains(extras.Metadata.Suffix, "killed by the OOM killer") {
+		t.Errorf("OpenHands run: %v, metadata %+v", err, extras.Metadata)
+	}
+	// An ordinary failure says nothing of the kind, and the session lives on.
+	res, err = c.RunSession(ctx, api.DefaultSession, api.SessionRunRequest{Command: "sh -c 'kill -9 $$'; echo after", Blocking: true})
+	if err != nil || strings.Contains(res.Observation, "OOM") || !strings.Contains(res.Output, "after") {
+		t.Errorf("after the OOM kill: %v %+v", err, res)
+	}
+	if err := m.Remove(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -150,8 +150,11 @@ type SessionResult struct {
 	Output    string `json:"output"`
 	Truncated bool   `json:"truncated,omitempty"`
 	// ExitCode is the command's exit code, -1 while it runs.
-	ExitCode int             `json:"exit_code"`
-	Metadata SessionMetadata `json:"metadata"`
+	ExitCode int `json:"exit_code"`
+	// OOMKilled: the command died of SIGKILL (exit code 137) while the
+	// sandbox's OOM-kill count rose during this call.
+	OOMKilled bool            `json:"oom_killed,omitempty"`
+	Metadata  SessionMetadata `json:"metadata"`
 	// Observation is the text an OpenHands agent sees
 	// (CmdOutputObservation.to_agent_observation): prefix, output, suffix,
 	// working directory, interpreter, exit code.
