@@ -214,13 +214,7 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 		return cgroupPlan{}, err
 	}
 	plan := cgroupPlan{Version: 1}
-	parent := os.Getenv(CgroupParentEnv)
-	if parent == "" {
-		parent = "/bothy"
-		if rootless {
-			parent = "/bothy-" + strconv.Itoa(os.Getuid())
-		}
-	}
+	parent := v1CgroupParent(rootless)
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
 		return cgroupPlan{}, fmt.Errorf("invalid %s %q: give a clean absolute cgroup path such as /bothy-%d", CgroupParentEnv, parent, os.Getuid())
 	}
@@ -261,6 +255,18 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 		}
 	}
 	return plan.finish(l, problems, ignore)
+}
+
+// v1CgroupParent is the cgroup (relative to each hierarchy's root) that a
+// cgroup v1 sandbox's cgroup goes under.
+func v1CgroupParent(rootless bool) string {
+	if parent := os.Getenv(CgroupParentEnv); parent != "" {
+		return parent
+	}
+	if rootless {
+		return "/bothy-" + strconv.Itoa(os.Getuid())
+	}
+	return "/bothy"
 }
 
 // checkControllers names each limit whose cgroup controller has reports

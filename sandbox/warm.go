@@ -5,7 +5,10 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
 )
 
 // warmCgroupMigration moves the launcher (pid, our unwaited child, so the pid
@@ -24,21 +27,46 @@ import (
 // libcontainer moves the sandbox's init into the sandbox's cgroups. Where the
 // hierarchy or the directory is missing or not writable, nothing happens.
 func warmCgroupMigration(pid int, parent string) {
-	if parent == "" || parent == "/" || parent == "." {
+	if target := freezerDir(parent); target != "" {
+		go migrate(pid, target)
+	}
+}
+
+// WarmCgroups is warmCgroupMigration for the calling process itself, for a
+// short-lived caller that is about to create a sandbox (the bothy CLI calls
+// it first thing): the grace period then starts a few milliseconds after the
+// process does, and is over before libcontainer's own migration. The caller
+// moves into the cgroup parent of the manager's sandboxes in the freezer
+// hierarchy (no limits apply there); a long-lived caller that must keep its
+// cgroups should not call it. Cgroup v1 only; elsewhere it does nothing.
+func (m *Manager) WarmCgroups() {
+	if cgroups.IsCgroup2UnifiedMode() {
 		return
+	}
+	if target := freezerDir(v1CgroupParent(m.mapping.Mode != launch.MapHost)); target != "" {
+		go migrate(os.Getpid(), target)
+	}
+}
+
+// freezerDir is parent in the freezer hierarchy, or "" when there is none.
+func freezerDir(parent string) string {
+	if parent == "" || parent == "/" || parent == "." {
+		return ""
 	}
 	h := "/sys/fs/cgroup/freezer"
 	var st unix.Statfs_t
 	if unix.Statfs(h, &st) != nil || st.Type != unix.CGROUP_SUPER_MAGIC {
+		return ""
+	}
+	return filepath.Join(h, parent)
+}
+
+// migrate writes pid into the cgroup directory target.
+func migrate(pid int, target string) {
+	// Root's parent may not exist yet (libcontainer makes it on first use);
+	// a delegated one does.
+	if err := os.Mkdir(target, 0o755); err != nil && !os.IsExist(err) {
 		return
 	}
-	target := filepath.Join(h, parent)
-	go func() {
-		// Root's parent may not exist yet (libcontainer makes it on first
-		// use); a delegated one does.
-		if err := os.Mkdir(target, 0o755); err != nil && !os.IsExist(err) {
-			return
-		}
-		_ = os.WriteFile(filepath.Join(target, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-	}()
+	_ = os.WriteFile(filepath.Join(target, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
 }

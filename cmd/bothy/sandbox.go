@@ -62,6 +62,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// This process is short-lived: let the kernel's cgroup
+			// grace period start now rather than on the critical path.
+			m.WarmCgroups()
 			if detach {
 				opts.Cmd = argv
 				opts.AutoRemove = rm
