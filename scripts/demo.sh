@@ -13,6 +13,14 @@ run "$bothy" exec "demo-$$" -- bash -c 'echo "PID 1 is: $(tr "\0" " " </proc/1/c
 run "$bothy" exec "demo-$$" -- bash -c 'cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d " " | sed "s/^/interface: /"'
 run "$bothy" exec "demo-$$" -- sh -c 'echo hello > /root/note && cat /root/note'
 run "$bothy" ps
+work=$(mktemp -d) && echo 'print("hello from the host")' > "$work/main.py"
+# Limits need root or a delegated cgroup (docs/operator.md); without, the demo shows the rest.
+lim=(--memory 128m --pids-limit 64)
+"$bothy" run --rm "${lim[@]}" -- true >/dev/null 2>&1 || lim=()
+run "$bothy" run --rm "${lim[@]}" -v "$work:/work:overlay" -w /work -- \
+	sh -c 'python3 main.py; echo changed > main.py; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null || true'
+run cat "$work/main.py"   # the overlay volume left the host directory alone
+rm -rf "$work"
 sock=$("$bothy" inspect "demo-$$" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["socket"])')
 run curl -s --unix-socket "$sock" http://bothy/alive
 echo
