@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // ChangeKind is how a path differs between an overlay's lower layers and its
@@ -94,7 +92,7 @@ func Changes(upper string, lowers []string) ([]Change, error) {
 				continue
 			}
 			childVisible := inLower && lowerIsDir(lowers, p)
-			if childVisible && isOpaque(full) {
+			if childVisible && isOverlayOpaque(full) {
 				// Everything the lowers had in it is gone, bar what
 				// the upper directory holds again.
 				for _, name := range lowerNames(lowers, p) {
@@ -132,43 +130,10 @@ func readDirIn(root *os.Root, rel string) ([]fs.DirEntry, error) {
 	return entries, err
 }
 
-var xattrPrefixes = []string{"trusted.", "user."}
-
-// isWhiteout reports an overlay whiteout: a character device 0:0, or (the
-// xattr format) an empty regular file with an overlay.whiteout xattr.
+// isWhiteout is isOverlayWhiteout for an os.Lstat result.
 func isWhiteout(p string, st fs.FileInfo) bool {
-	if st.Mode()&fs.ModeCharDevice != 0 {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			return sys.Rdev == 0
-		}
-		return false
-	}
-	if st.Mode().IsRegular() && st.Size() == 0 {
-		return hasXattr(p, "overlay.whiteout")
-	}
-	return false
-}
-
-// isOpaque reports a directory marked opaque ("y"; "x" only says it holds
-// xattr whiteouts).
-func isOpaque(p string) bool {
-	for _, pre := range xattrPrefixes {
-		buf := make([]byte, 8)
-		n, err := unix.Lgetxattr(p, pre+"overlay.opaque", buf)
-		if err == nil && n == 1 && buf[0] == 'y' {
-			return true
-		}
-	}
-	return false
-}
-
-func hasXattr(p, name string) bool {
-	for _, pre := range xattrPrefixes {
-		if _, err := unix.Lgetxattr(p, pre+name, nil); err == nil || errors.Is(err, unix.ERANGE) {
-			return true
-		}
-	}
-	return false
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && isOverlayWhiteout(p, sys.Mode, sys.Rdev, sys.Size)
 }
 
 // lowerLookup finds rel in the merged lower layers: the file info of the
@@ -194,7 +159,7 @@ func lowerLookup(lowers []string, rel string) (fs.FileInfo, string) {
 			if !st.IsDir() {
 				return nil, ""
 			}
-			if isOpaque(cur) {
+			if isOverlayOpaque(cur) {
 				// Nothing below this layer shows under cur; what this
 				// layer has is checked on.
 				lowers = nil

@@ -21,12 +21,6 @@ import (
 // file whose name starts with ".wh.", which a layer reads as a whiteout.
 var ErrUnsupportedUpper = errors.New("overlay upper directory cannot be expressed as a layer")
 
-// Whiteout names of the OCI image layer format.
-const (
-	WhiteoutPrefix = ".wh."
-	WhiteoutOpaque = ".wh..wh..opq"
-)
-
 // DiffOptions configures WriteDiff.
 type DiffOptions struct {
 	// Epoch clamps modification times: any later time becomes Epoch, so
@@ -37,10 +31,6 @@ type DiffOptions struct {
 	// below them.
 	Exclude []string
 }
-
-// overlayXattrPrefixes are the namespaces overlayfs keeps its own attributes
-// in: trusted.overlay.* as root, user.overlay.* with userxattr (rootless).
-var overlayXattrPrefixes = []string{"trusted.overlay.", "user.overlay."}
 
 // WriteDiff writes the overlay upper directory dir as an uncompressed OCI
 // layer to w, reproducibly: entries in byte order of their paths, parents
@@ -90,9 +80,9 @@ func (d *differ) walk(abs, rel string) error {
 		if d.exclude[p] {
 			continue
 		}
-		if strings.HasPrefix(name, WhiteoutPrefix) {
+		if strings.HasPrefix(name, whiteoutPrefix) {
 			// In a layer the name would delete a file, not be one.
-			return fmt.Errorf("%s: names starting with %q are reserved for whiteouts: %w", p, WhiteoutPrefix, ErrUnsupportedUpper)
+			return fmt.Errorf("%s: names starting with %q are reserved for whiteouts: %w", p, whiteoutPrefix, ErrUnsupportedUpper)
 		}
 		if err := d.entry(filepath.Join(abs, name), p); err != nil {
 			return err
@@ -116,13 +106,9 @@ func (d *differ) entry(abs, rel string) error {
 		}
 	}
 	mode := st.Mode & unix.S_IFMT
-	whiteout := mode == unix.S_IFCHR && st.Rdev == 0
-	if _, ok := overlayXattr(xattrs, "whiteout"); ok && mode == unix.S_IFREG {
-		whiteout = true // the "xwhiteout" form of kernels ≥ 6.7
-	}
-	if whiteout {
+	if isOverlayWhiteout(abs, st.Mode, st.Rdev, st.Size) {
 		dir, base := path.Split(rel)
-		return d.write(&tar.Header{Typeflag: tar.TypeReg, Name: dir + WhiteoutPrefix + base, Mode: 0, ModTime: d.markerTime()})
+		return d.write(&tar.Header{Typeflag: tar.TypeReg, Name: dir + whiteoutPrefix + base, Mode: 0, ModTime: d.markerTime()})
 	}
 	h := &tar.Header{
 		Name:    rel,
@@ -146,7 +132,7 @@ func (d *differ) entry(abs, rel string) error {
 			return err
 		}
 		if v, ok := overlayXattr(xattrs, "opaque"); ok && v == "y" {
-			if err := d.write(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + WhiteoutOpaque, ModTime: d.markerTime()}); err != nil {
+			if err := d.write(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + whiteoutOpaque, ModTime: d.markerTime()}); err != nil {
 				return err
 			}
 		}
@@ -214,17 +200,6 @@ func (d *differ) clamp(sec int64) time.Time {
 // markerTime is the modification time of whiteouts and opaque markers.
 func (d *differ) markerTime() time.Time { return d.epoch.UTC().Truncate(time.Second) }
 
-// overlayXattr returns overlay's attribute name ("opaque", "whiteout", …) in
-// either namespace.
-func overlayXattr(xattrs map[string]string, name string) (string, bool) {
-	for _, p := range overlayXattrPrefixes {
-		if v, ok := xattrs[p+name]; ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 func keepXattr(k string) bool {
 	if k == "security.selinux" {
 		return false
@@ -235,54 +210,4 @@ func keepXattr(k string) bool {
 		}
 	}
 	return true
-}
-
-// readXattrs returns a file's extended attributes (without following a
-// symbolic link). Attributes the caller may not read are left out.
-func readXattrs(p string) (map[string]string, error) {
-	size, err := unix.Llistxattr(p, nil)
-	if err != nil || size == 0 {
-		if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	buf := make([]byte, size)
-	if size, err = unix.Llistxattr(p, buf); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, k := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
-		if k == "" {
-			continue
-		}
-		v, err := lgetxattr(p, k)
-		if err != nil {
-			if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOTSUP) {
-				continue
-			}
-			return nil, err
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-func lgetxattr(p, k string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Lgetxattr(p, k, buf)
-		if errors.Is(err, unix.ERANGE) {
-			size, err := unix.Lgetxattr(p, k, nil)
-			if err != nil {
-				return "", err
-			}
-			buf = make([]byte, size+1)
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
 )
 
 // Limits are a sandbox's resource limits, enforced by its cgroup. Zero
@@ -136,6 +138,9 @@ type cgroupPlan struct {
 	Systemd bool
 	// Version is 1 or 2.
 	Version int
+	// SwapAccounted: the kernel accounts swap (decides --memory-swap's
+	// default); only looked up when a memory limit is asked for.
+	SwapAccounted bool
 	// Missing says why the sandbox has no cgroup, when Path is empty.
 	Missing string
 	// Limits are the limits to enforce: those asked for, minus the ones
@@ -222,7 +227,10 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 	// What the limits need from the kernel. Each limit that cannot be
 	// enforced is named, and dropped only when the caller said so.
 	problems := l.checkControllers(func(c string) bool { return v1Mount(hs, c) != "" }, "which is not mounted")
-	if l.MemorySwap > 0 && !swapAccounted() {
+	if l.Memory > 0 {
+		plan.SwapAccounted = swapAccounted(hs)
+	}
+	if l.MemorySwap > 0 && !plan.SwapAccounted {
 		problems = append(problems, "--memory-swap needs swap accounting (memory.memsw.limit_in_bytes is missing): boot the kernel with swapaccount=1, or drop --memory-swap")
 		l.MemorySwap = 0
 	}
@@ -244,7 +252,7 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 		if len(missing) > 0 {
 			what := strings.Join(missing, ", ")
 			if len(missing) > 1 {
-				what = "/sys/fs/cgroup/{" + strings.Join(rootlessControllers, ",") + "}" + parent
+				what = "/sys/fs/cgroup/{" + strings.Join(launch.RootlessControllers, ",") + "}" + parent
 			}
 			why := fmt.Sprintf("no cgroup is delegated to uid %d (%s missing or not writable); as root, run %s",
 				os.Getuid(), what, delegateCommand(parent))
@@ -303,25 +311,18 @@ func (p cgroupPlan) finish(l Limits, problems []string, ignore bool) (cgroupPlan
 	return p, nil
 }
 
-// rootlessControllers are the cgroup v1 controllers a rootless sandbox
-// joins when they are delegated: limits and stats (memory, pids, cpu,
-// cpuacct) and freezer. Joining costs time at every start, so no others.
-var rootlessControllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
-
-func isRootlessController(c string) bool { return slices.Contains(rootlessControllers, c) }
+func isRootlessController(c string) bool { return slices.Contains(launch.RootlessControllers, c) }
 
 // delegateCommand is the shell an operator runs (as root) to give the
 // calling user a cgroup v1 subtree at parent in the hierarchies it needs.
 func delegateCommand(parent string) string {
 	return fmt.Sprintf("`for c in %s; do mkdir -p /sys/fs/cgroup/$c%s && chown -R %d:%d /sys/fs/cgroup/$c%s; done` (scripts/delegate-cgroups.sh; see docs/operator.md)",
-		strings.Join(rootlessControllers, " "), parent, os.Getuid(), os.Getgid(), parent)
+		strings.Join(launch.RootlessControllers, " "), parent, os.Getuid(), os.Getgid(), parent)
 }
 
-func swapAccounted() bool {
-	hs, err := cgroupHierarchies()
-	if err != nil {
-		return false
-	}
+// swapAccounted reports whether the kernel accounts swap in cgroups (hs:
+// the mounted hierarchies).
+func swapAccounted(hs []hierarchy) bool {
 	if m := v1Mount(hs, "memory"); m != "" {
 		_, err := os.Stat(filepath.Join(m, "memory.memsw.limit_in_bytes"))
 		return err == nil
@@ -346,7 +347,7 @@ func applyLimits(spec *specs.Spec, plan cgroupPlan) {
 		// No cgroup of its own: any limit was waived with --ignore-limits.
 		return
 	}
-	r := plan.Limits.resources(swapAccounted())
+	r := plan.Limits.resources(plan.SwapAccounted)
 	if spec.Linux.Resources == nil {
 		spec.Linux.Resources = r
 		return

@@ -34,6 +34,11 @@ const unifiedMount = "/sys/fs/cgroup"
 // ignore); with systemd, libcontainer refuses what systemd cannot delegate.
 func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
 	plan := cgroupPlan{Version: 2}
+	if l.Memory > 0 {
+		if hs, err := cgroupHierarchies(); err == nil {
+			plan.SwapAccounted = swapAccounted(hs)
+		}
+	}
 	parent := os.Getenv(CgroupParentEnv)
 	manager := os.Getenv(CgroupManagerEnv)
 	if manager == "" && rootless && parent == "" && userBus() {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,9 @@ type Manager struct {
 	paths   Paths
 	mapping launch.Mapping
 	store   *oci.Store
+	// warmed: WarmCgroups moved this process into the sandboxes' cgroup
+	// parent, where its launchers are then born.
+	warmed atomic.Bool
 }
 
 // Open prepares the directories and returns a Manager.
@@ -369,7 +373,7 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*
 		return nil, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
 	}
 	lp.cmd = cmd
-	if sb.Cgroup != "" && !sb.CgroupSystemd {
+	if sb.Cgroup != "" && !sb.CgroupSystemd && !m.warmed.Load() {
 		warmCgroupMigration(cmd.Process.Pid, path.Dir(sb.Cgroup))
 	}
 	if start, _, err := procStart(cmd.Process.Pid); err == nil {

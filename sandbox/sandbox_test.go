@@ -104,8 +104,8 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Errorf("/proc/sysrq-trigger is %s", got)
 	}
 	if os.Geteuid() == 0 {
-		// The sandbox joins the controllers it uses and no others: joining
-		// blkio alone costs milliseconds at every start.
+		// The sandbox joins the controllers it uses and no others: each
+		// joined hierarchy is work at every start.
 		cg := run(t, sb, "cat /proc/1/cgroup")
 		for _, ctrl := range []string{"devices", "memory", "pids"} {
 			if !strings.Contains(cg, ":"+ctrl+":/bothy/"+sb.ID+"\n") && !strings.HasSuffix(cg, ":"+ctrl+":/bothy/"+sb.ID) {

@@ -44,6 +44,8 @@ func (m *Manager) WarmCgroups() {
 		return
 	}
 	if target := freezerDir(v1CgroupParent(m.mapping.Mode != launch.MapHost)); target != "" {
+		// Launchers are then born in target: no need to move each.
+		m.warmed.Store(true)
 		go migrate(os.Getpid(), target)
 	}
 }

@@ -2,11 +2,12 @@ package launch
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 
 	"github.com/bothy-sandbox/bothy/rootfs"
 )
@@ -44,17 +45,11 @@ func ChangesAs(init string, m Mapping, req ChangesRequest) ([]rootfs.Change, err
 	if err != nil {
 		return nil, err
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(init, ChangesArg)
-	cmd.Stdin = bytes.NewReader(in)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := Start(cmd, m); err != nil {
-		return nil, fmt.Errorf("diff %s: %w", req.Upper, err)
-	}
-	waitErr := cmd.Wait()
+	var stdout bytes.Buffer
+	runErr := runInNS(context.Background(), init, m, []string{ChangesArg}, bytes.NewReader(in), &stdout)
 	var res changesResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return nil, fmt.Errorf("diff %s: %v: %s", req.Upper, waitErr, bytes.TrimSpace(stderr.Bytes()))
+		return nil, fmt.Errorf("diff %s: %w", req.Upper, cmp.Or(runErr, err))
 	}
 	if res.Error != "" {
 		return nil, errors.New(res.Error)

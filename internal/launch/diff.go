@@ -2,13 +2,11 @@ package launch
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 
 	"github.com/bothy-sandbox/bothy/rootfs"
 )
@@ -59,16 +57,8 @@ func DiffAs(ctx context.Context, init string, m Mapping, dir string, w io.Writer
 	if err != nil {
 		return err
 	}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, init, DiffArg, string(arg))
-	cmd.Stdout = w
-	cmd.Stderr = &stderr
-	cmd.Env = os.Environ()
-	if err := Start(cmd, m); err != nil {
+	if err := runInNS(ctx, init, m, []string{DiffArg, string(arg)}, nil, w); err != nil {
 		return fmt.Errorf("read upper directory %s: %w", dir, err)
-	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("read upper directory %s: %v: %s", dir, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
 }

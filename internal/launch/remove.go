@@ -2,7 +2,10 @@ package launch
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,41 +49,42 @@ func RemoveTree(dir string) error {
 	return nil
 }
 
-// RemoveAs removes dirs from inside a user namespace mapped as m, by
-// re-executing init (which must call Reexec).
+// RemoveAs removes dirs, under a subordinate-id mapping from inside a user
+// namespace mapped as m (by re-executing init, which must call Reexec) for
+// what the caller cannot remove itself.
 func RemoveAs(init string, m Mapping, dirs ...string) error {
-	if m.Mode != MapSubID {
-		var errs []error
-		for _, d := range dirs {
-			if err := RemoveTree(d); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if len(errs) > 0 {
-			return errs[0]
-		}
-		return nil
-	}
 	// Most of what a sandbox writes belongs to its root, which is the
 	// caller: try from here first, and pay for a namespace (two setuid
 	// helpers and a re-execution, ~10 ms) only when something is left.
 	var left []string
+	var first error
 	for _, d := range dirs {
-		if RemoveTree(d) != nil {
+		if err := RemoveTree(d); err != nil {
 			left = append(left, d)
+			first = cmp.Or(first, err)
 		}
 	}
-	if len(left) == 0 {
-		return nil
+	if len(left) == 0 || m.Mode != MapSubID {
+		return first
 	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(init, append([]string{RemoveArg}, left...)...)
-	cmd.Stderr = &stderr
-	if err := Start(cmd, m); err != nil {
+	if err := runInNS(context.Background(), init, m, append([]string{RemoveArg}, left...), nil, nil); err != nil {
 		return fmt.Errorf("remove %v: %w", left, err)
 	}
+	return nil
+}
+
+// runInNS re-executes init (which must call Reexec) with args in new mount
+// and user namespaces mapped as m, and waits for it; what it printed on
+// stderr is in the error.
+func runInNS(ctx context.Context, init string, m Mapping, args []string, stdin io.Reader, stdout io.Writer) error {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, init, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
+	if err := Start(cmd, m); err != nil {
+		return err
+	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("remove %v: %v: %s", left, err, bytes.TrimSpace(stderr.Bytes()))
+		return fmt.Errorf("%v: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
 }
