@@ -275,3 +275,48 @@ func randHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b[:])
 }
+
+// TestSeccompProgram checks the compiled seccomp program the executor loads
+// (internal/launch, precompiledSeccomp): the executor itself runs under it,
+// a syscall the profile denies gets EPERM, one newer than any the profile
+// names gets ENOSYS, as under libcontainer's own filter, and the profile is
+// compiled once for many sandboxes.
+func TestSeccompProgram(t *testing.T) {
+	const mseal = 462 // Linux 6.10, the same number on every architecture
+	probe := buildProbe(t)
+	m := newManager(t)
+	ctx := context.Background()
+	var sbs []*sandbox.Sandbox
+	for range 2 {
+		sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sbs = append(sbs, sb)
+	}
+	sb := sbs[1]
+	installProbe(t, sb, probe)
+	if got := run(t, sb, "grep '^Seccomp:' /proc/1/status"); !strings.HasSuffix(got, "2") {
+		t.Errorf("the executor is not filtered: %q", got)
+	}
+	if res := runIn(t, sb, api.RunRequest{Argv: []string{"/probe", "keyctl"}}); strings.TrimSpace(res.Stdout) != "blocked: operation not permitted" {
+		t.Errorf("keyctl: %s%s", res.Stdout, res.Stderr)
+	}
+	if got := run(t, sb, fmt.Sprintf("/probe errno %d", mseal)); got != "errno: 38" {
+		t.Errorf("mseal, newer than the profile: %q, want ENOSYS (38)", got)
+	}
+	data := filepath.Dir(filepath.Dir(m.LayerDir()))
+	if progs, _ := filepath.Glob(filepath.Join(data, "seccomp", "*.bpf")); len(progs) != 1 {
+		t.Errorf("compiled programs after two sandboxes: %v, want one", progs)
+	}
+
+	// Unconfined, the kernel answers (mseal(0, 0, 0) is a no-op).
+	open, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", Security: sandbox.Security{Seccomp: sandbox.SeccompUnconfined}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installProbe(t, open, probe)
+	if got := run(t, open, fmt.Sprintf("/probe errno %d", mseal)); got == "errno: 38" || got == "errno: 1" {
+		t.Errorf("mseal unconfined: %q: this kernel lacks it, or a filter is loaded", got)
+	}
+}

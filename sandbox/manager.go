@@ -262,8 +262,18 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
 	}
-	// The launcher starts now and waits for the bundle: its start-up (and
-	// the cgroup grace period, see warmCgroupMigration) overlaps ours.
+	req := launch.Request{
+		ID: id, Bundle: dir, Rootfs: filepath.Join(dir, "rootfs"), Layers: layers, LayerCache: m.LayerDir(),
+		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
+		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
+		SystemdCgroup: cgroup.Systemd, SeccompCache: m.paths.seccompCache(),
+	}
+	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
+		return nil, err
+	}
+	// The launcher starts now, mounts the root filesystem and waits for the
+	// bundle: its start-up (and the cgroup grace period, see
+	// warmCgroupMigration) overlaps ours.
 	lp, err := m.startLauncher(ctx, sb, dir)
 	if err != nil {
 		return nil, err
@@ -291,7 +301,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		env = append(env, "BOTHY_API_KEY="+opts.APIKey)
 	}
 	spec, err := buildSpec(specInput{
-		ID: id, Hostname: hostname, Rootfs: filepath.Join(dir, "rootfs"), Rootless: sb.Rootless,
+		ID: id, Hostname: hostname, Rootfs: req.Rootfs, Rootless: sb.Rootless,
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
 		Mounts: m.specMounts(id, mounts),
@@ -301,15 +311,6 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), spec); err != nil {
-		return nil, err
-	}
-	req := launch.Request{
-		ID: id, Bundle: dir, Layers: layers, LayerCache: m.LayerDir(),
-		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
-		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
-		SystemdCgroup: cgroup.Systemd,
-	}
-	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
 		return nil, err
 	}
 	trace.Mark("bothy", "bundle written")
@@ -333,16 +334,17 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 // launcher is a started launcher that waits for the go-ahead.
 type launcher struct {
 	cmd     *exec.Cmd
-	reportR *os.File // its Result
-	goW     *os.File // one byte: the bundle is written; closed: give up
+	reportR *os.File     // its Result
+	goW     *os.File     // one byte: the bundle is written; closed: give up
 	mapped  func() error // waits for its user namespace's id maps
 	stderr  *bytes.Buffer
 	done    bool
 }
 
-// startLauncher starts the launcher in fresh namespaces. It initialises and
-// enters its namespaces while the caller writes the bundle, then waits on
-// fd 4 for run (or abort) before it reads launch.json.
+// startLauncher starts the launcher in fresh namespaces. It initialises,
+// enters its namespaces and mounts the root filesystem (launch.json) while
+// the caller writes the bundle, then waits on fd 4 for run (or abort) before
+// it reads config.json.
 func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*launcher, error) {
 	reportR, reportW, err := os.Pipe()
 	if err != nil {

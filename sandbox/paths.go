@@ -61,6 +61,9 @@ func (p Paths) Images() string { return filepath.Join(p.Data, "images") }
 // different ownership, and never share a cache.
 func (p Paths) Layers() string { return filepath.Join(p.Data, "layers") }
 
+// seccompCache holds seccomp profiles compiled to BPF, one file per profile.
+func (p Paths) seccompCache() string { return filepath.Join(p.Data, "seccomp") }
+
 // sandboxes holds one directory per sandbox with its runtime state.
 func (p Paths) sandboxes() string { return filepath.Join(p.State, "sb") }
 

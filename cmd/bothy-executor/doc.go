@@ -1,9 +1,11 @@
 // Command bothy-executor is the bothy executor binary: PID 1 of every
 // sandbox, serving the executor API on a Unix socket. It is built static
-// (CGO_ENABLED=0) so it runs in any image; it only turns flags into an
-// executor.Config and calls executor.Run.
+// (CGO_ENABLED=0) so it runs in any image; it loads the sandbox's seccomp
+// program when given one (--seccomp-fd, see internal/launch), turns flags
+// into an executor.Config and calls executor.Run.
 //
-//	bothy-executor [--socket PATH] [--ready-fd N] [--api-key KEY] [--grace D]
+//	bothy-executor [--socket PATH] [--ready-fd N] [--seccomp-fd N [--seccomp-flags N]] [--api-key KEY]
+//	               [--grace D]
 //	               [--log PATH] [--subreaper] [--main-log PATH] [--exit-with-main]
 //	               [--max-output N] [--no-change-timeout D] [--max-upload N]
 //	               [-- MAIN COMMAND...]

@@ -38,8 +38,10 @@ const Arg = "__bothy_launch"
 // runtime-spec bundle.
 type Request struct {
 	ID string `json:"id"`
-	// Bundle holds config.json; its root.path is where the overlay goes.
+	// Bundle holds config.json, written while the launcher mounts the
+	// overlay on Rootfs, its root.path.
 	Bundle string `json:"bundle"`
+	Rootfs string `json:"rootfs"`
 	// Layers, bottom first, are extracted (once) into LayerCache from inside
 	// the sandbox's user namespace, so that ownership is right for Mapping.
 	Layers     []Layer `json:"layers"`
@@ -58,6 +60,8 @@ type Request struct {
 	ReadyTimeout time.Duration `json:"ready_timeout"`
 	// SystemdCgroup: config.json's cgroupsPath names a systemd scope.
 	SystemdCgroup bool `json:"systemd_cgroup,omitempty"`
+	// SeccompCache holds compiled seccomp programs (see precompiledSeccomp).
+	SeccompCache string `json:"seccomp_cache,omitempty"`
 }
 
 // Layer is one image layer: its diff ID and the store file holding its blob.
@@ -124,12 +128,17 @@ func launcherMain() int {
 		fmt.Fprintln(os.Stderr, "bothy launcher: missing request path")
 		return 2
 	}
+	var req *Request
 	pid, err := 0, waitMapped()
+	if err == nil {
+		req, err = prepare(os.Args[2])
+	}
 	if err == nil {
 		err = waitGo()
 	}
+	trace.Mark("launcher", "go-ahead")
 	if err == nil {
-		pid, err = launch(os.Args[2])
+		pid, err = launch(req)
 	}
 	res := Result{Pid: pid}
 	if err != nil {
@@ -146,9 +155,9 @@ func launcherMain() int {
 }
 
 // waitGo blocks until the manager has written the bundle: it starts the
-// launcher early, so that the launcher's own start-up overlaps the writing,
-// and sends one byte on fd 4 when launch.json is complete, or closes the
-// pipe to call the launch off.
+// launcher early, so that the launcher's own start-up and the overlay mount
+// overlap the writing, and sends one byte on fd 4 when config.json is
+// complete, or closes the pipe to call the launch off.
 func waitGo() error {
 	f := os.NewFile(4, "go")
 	defer f.Close()
@@ -159,35 +168,57 @@ func waitGo() error {
 	return nil
 }
 
-func launch(reqPath string) (int, error) {
+// prepare reads the launch request and mounts the sandbox's root filesystem
+// and overlay volumes, all in the launcher's own mount namespace: they go
+// away with it if the launch is called off.
+func prepare(reqPath string) (*Request, error) {
 	var req Request
 	data, err := os.ReadFile(reqPath)
 	if err != nil {
-		return 0, fmt.Errorf("read launch request: %w", err)
+		return nil, fmt.Errorf("read launch request: %w", err)
 	}
 	if err := json.Unmarshal(data, &req); err != nil {
-		return 0, fmt.Errorf("read launch request: %w", err)
+		return nil, fmt.Errorf("read launch request: %w", err)
 	}
+	// Nothing mounted here may reach the host's mount table.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := mountRootfs(&req, req.Rootfs); err != nil {
+		return nil, err
+	}
+	if err := mountOverlays(&req); err != nil {
+		return nil, err
+	}
+	trace.Mark("launcher", "overlay mounted")
+	return &req, nil
+}
+
+// launch starts the sandbox of the bundle that prepare's request names.
+func launch(req *Request) (int, error) {
 	var spec specs.Spec
-	data, err = os.ReadFile(req.Bundle + "/config.json")
+	data, err := os.ReadFile(req.Bundle + "/config.json")
 	if err != nil {
 		return 0, fmt.Errorf("read bundle: %w", err)
 	}
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return 0, fmt.Errorf("read bundle: %w", err)
 	}
-
-	// Nothing mounted here may reach the host's mount table.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return 0, fmt.Errorf("make mounts private: %w", err)
+	if spec.Root == nil || spec.Root.Path != req.Rootfs {
+		return 0, fmt.Errorf("bundle's root is not the prepared %s", req.Rootfs)
 	}
-	if err := mountRootfs(&req, spec.Root.Path); err != nil {
+	// The executor loads a compiled profile itself; libcontainer then has
+	// none to load.
+	seccompProg, seccompFlags, err := precompiledSeccomp(&spec, req.SeccompCache)
+	if err != nil {
 		return 0, err
 	}
-	if err := mountOverlays(&req); err != nil {
-		return 0, err
+	if seccompProg != nil {
+		defer seccompProg.Close()
+		spec.Linux.Seccomp = nil
+		p := spec.Process
+		p.Args = slices.Concat(p.Args[:1], []string{"--seccomp-fd", strconv.Itoa(seccompFD), "--seccomp-flags", strconv.FormatUint(uint64(seccompFlags), 10)}, p.Args[1:])
 	}
-	trace.Mark("launcher", "overlay mounted")
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:       req.ID,
 		Spec:             &spec,
@@ -206,7 +237,7 @@ func launch(reqPath string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create container: %w", err)
 	}
-	pid, err := start(container, &spec, req)
+	pid, err := start(container, &spec, *req, seccompProg)
 	if err != nil {
 		if derr := container.Destroy(); derr != nil {
 			err = fmt.Errorf("%w (and clean up: %v)", err, derr)
@@ -246,7 +277,9 @@ func mountRootfs(req *Request, target string) error {
 	return nil
 }
 
-func start(container *libcontainer.Container, spec *specs.Spec, req Request) (int, error) {
+// start runs the executor in container; seccompProg, when there is one, is
+// its fd 4 (seccompFD).
+func start(container *libcontainer.Container, spec *specs.Spec, req Request, seccompProg *os.File) (int, error) {
 	logFile, err := os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("open executor log: %w", err)
@@ -259,6 +292,10 @@ func start(container *libcontainer.Container, spec *specs.Spec, req Request) (in
 	defer readyR.Close()
 
 	p := spec.Process
+	extra := []*os.File{readyW} // fd 3 in the sandbox: --ready-fd 3
+	if seccompProg != nil {
+		extra = append(extra, seccompProg)
+	}
 	process := &libcontainer.Process{
 		Args:            p.Args,
 		Env:             p.Env,
@@ -267,7 +304,7 @@ func start(container *libcontainer.Container, spec *specs.Spec, req Request) (in
 		GID:             int(p.User.GID),
 		Stdout:          logFile,
 		Stderr:          logFile,
-		ExtraFiles:      []*os.File{readyW}, // fd 3 in the sandbox: --ready-fd 3
+		ExtraFiles:      extra,
 		Init:            true,
 		NoNewPrivileges: &p.NoNewPrivileges,
 	}

@@ -4,7 +4,8 @@
 //
 // Usage: escapeprobe CASE [ARG]. It prints "blocked: ERRNO" and exits 0 when
 // the attempt failed, prints "ESCAPED: ..." and exits 1 when it succeeded,
-// and exits 2 on a usage error.
+// and exits 2 on a usage error. "escapeprobe errno N" makes syscall N without
+// arguments and prints "errno: E", E the number it returned (0 for none).
 package main
 
 import (
@@ -54,6 +55,14 @@ func main() {
 	arg := ""
 	if len(os.Args) > 2 {
 		arg = os.Args[2]
+	}
+	if os.Args[1] == "errno" {
+		// errno N: make syscall N with no arguments and print what it
+		// returned, whatever that was.
+		n, _ := strconv.Atoi(arg)
+		_, _, e := syscall.Syscall6(uintptr(n), 0, 0, 0, 0, 0, 0)
+		fmt.Println("errno:", int(e))
+		return
 	}
 	err := try(os.Args[1], arg)
 	if err == nil {
