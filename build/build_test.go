@@ -27,6 +27,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -36,7 +37,7 @@ import (
 // The test binary is the launcher, container init and layer writer of the
 // build sandboxes.
 func TestMain(m *testing.M) {
-	launch.Reexec()
+	launcher.Reexec()
 	os.Exit(m.Run())
 }
 

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/launch"
@@ -36,8 +35,8 @@ type Options struct {
 	// $BOTHY_EXECUTOR, else bothy-executor beside the running binary.
 	Executor string
 	// Init is the binary re-executed as launcher and container init; it must
-	// call launch.Reexec first thing. Default: $BOTHY_INIT, else bothy-init
-	// beside the running binary, else the running binary itself.
+	// call launcher.Reexec first thing. Default: $BOTHY_INIT, else bothy-init
+	// beside the running binary.
 	Init string
 	// DefaultArchive is the OCI archive of the embedded default image.
 	// Default: $BOTHY_DEFAULT_IMAGE, else default-image.oci.tar beside the
@@ -84,7 +83,7 @@ func Open(opts Options) (*Manager, error) {
 		opts.Executor = firstExisting(os.Getenv("BOTHY_EXECUTOR"), filepath.Join(selfDir, "bothy-executor"))
 	}
 	if opts.Init == "" {
-		opts.Init = firstExisting(os.Getenv("BOTHY_INIT"), filepath.Join(selfDir, "bothy-init"), self)
+		opts.Init = firstExisting(os.Getenv("BOTHY_INIT"), filepath.Join(selfDir, "bothy-init"))
 	}
 	if opts.DefaultArchive == "" {
 		opts.DefaultArchive = firstExisting(os.Getenv("BOTHY_DEFAULT_IMAGE"),
@@ -198,6 +197,9 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	if m.opts.Executor == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
+	}
+	if m.opts.Init == "" {
+		return nil, errors.New("bothy-init not found: install it beside the bothy binary or set BOTHY_INIT")
 	}
 	// Keep a concurrent image prune from deleting blobs until the launcher
 	// has extracted the layers.
@@ -603,7 +605,7 @@ func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
 		cgroup = "/bothy/" + id
 	}
 	if cgroup != "" {
-		errs = append(errs, destroyCgroups(filepath.Join(dir, "libcontainer"), id, cgroup))
+		errs = append(errs, destroyCgroups(id, cgroup))
 	}
 	// Files the sandbox wrote may belong to subordinate ids: removed from
 	// inside a namespace with the same mapping.
@@ -615,14 +617,11 @@ func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
 	return nil
 }
 
-// destroyCgroups removes the sandbox's cgroups through libcontainer, or, if the
-// launcher died before libcontainer recorded its state, directly.
-func destroyCgroups(stateRoot, id, cgroup string) error {
-	if c, err := libcontainer.Load(stateRoot, id); err == nil {
-		if err := c.Destroy(); err == nil {
-			return nil
-		}
-	}
+// destroyCgroups removes the sandbox's cgroup directories, in every
+// hierarchy, once its processes are gone. A cgroup whose last process has
+// just died can stay busy for a moment: each removal is retried for a while,
+// as libcontainer does.
+func destroyCgroups(id, cgroup string) error {
 	if !strings.HasSuffix(cgroup, "/"+id) {
 		return nil // a systemd scope: systemd removes it
 	}
@@ -635,9 +634,14 @@ func destroyCgroups(stateRoot, id, cgroup string) error {
 		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name())+cgroup)
 	}
 	for _, path := range dirs {
-		// Only the directory this sandbox's libcontainer created: never
-		// anything else in the hierarchy.
-		if err := unix.Rmdir(path); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+		// Only the directory made for this sandbox: never anything else in
+		// the hierarchy.
+		err := unix.Rmdir(path)
+		for delay := 10 * time.Millisecond; errors.Is(err, unix.EBUSY) && delay <= 320*time.Millisecond; delay *= 2 {
+			time.Sleep(delay)
+			err = unix.Rmdir(path)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 			return fmt.Errorf("remove cgroup %s: %w", path, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
@@ -22,7 +23,7 @@ import (
 // The test binary is the launcher and container init of the sandboxes it
 // starts, as runc's libcontainer/integration tests do.
 func TestMain(m *testing.M) {
-	launch.Reexec()
+	launcher.Reexec()
 	os.Exit(m.Run())
 }
 

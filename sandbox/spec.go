@@ -2,11 +2,12 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/opencontainers/runc/libcontainer/specconv"
+	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/bothy-sandbox/bothy/netns"
@@ -56,7 +57,7 @@ type specInput struct {
 // and read-only paths, the default capability set, no_new_privs), adjusted
 // for rootless operation and the executor's mounts.
 func buildSpec(in specInput) (*specs.Spec, error) {
-	spec := specconv.Example()
+	spec := runcSpec(in.Rootless)
 	spec.Root = &specs.Root{Path: in.Rootfs}
 	spec.Hostname = in.Hostname
 	spec.Process.Terminal = false
@@ -78,7 +79,6 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	}
 
 	if in.Rootless {
-		specconv.ToRootless(spec)
 		// The launcher is already in a user namespace (the caller mapped to
 		// root) where it mounted the overlay; the sandbox shares it.
 		spec.Linux.Namespaces = slices.DeleteFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool {
@@ -104,6 +104,75 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	)
 	spec.Mounts = append(spec.Mounts, in.Mounts...)
 	return spec, nil
+}
+
+// runcSpec is the spec `runc spec` writes (`runc spec --rootless` when
+// rootless): libcontainer/specconv's Example, and ToRootless for the caller's
+// ids. It is written out here so that the CLI does not link libcontainer;
+// TestRuncSpec checks that the two still agree.
+func runcSpec(rootless bool) *specs.Spec {
+	caps := []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
+	mount := func(dest, typ, src string, opts ...string) specs.Mount {
+		return specs.Mount{Destination: dest, Type: typ, Source: src, Options: opts}
+	}
+	spec := &specs.Spec{
+		Version: specs.Version,
+		Root:    &specs.Root{Path: "rootfs", Readonly: true},
+		Process: &specs.Process{
+			Terminal:        true,
+			Args:            []string{"sh"},
+			Env:             []string{defaultPath, "TERM=xterm"},
+			Cwd:             "/",
+			NoNewPrivileges: true,
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: slices.Clone(caps), Permitted: slices.Clone(caps), Effective: slices.Clone(caps),
+			},
+			Rlimits: []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}},
+		},
+		Hostname: "runc",
+		Mounts: []specs.Mount{
+			mount("/proc", "proc", "proc"),
+			mount("/dev", "tmpfs", "tmpfs", "nosuid", "strictatime", "mode=755", "size=65536k"),
+			mount("/dev/pts", "devpts", "devpts", "nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"),
+			mount("/dev/shm", "tmpfs", "shm", "nosuid", "noexec", "nodev", "mode=1777", "size=65536k"),
+			mount("/dev/mqueue", "mqueue", "mqueue", "nosuid", "noexec", "nodev"),
+			mount("/sys", "sysfs", "sysfs", "nosuid", "noexec", "nodev", "ro"),
+			mount("/sys/fs/cgroup", "cgroup", "cgroup", "nosuid", "noexec", "nodev", "relatime", "ro"),
+		},
+		Linux: &specs.Linux{
+			MaskedPaths: []string{"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+				"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"},
+			ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
+			Resources:     &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}},
+			Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace},
+				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}},
+		},
+	}
+	if cgroups.IsCgroup2UnifiedMode() {
+		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+	}
+	if !rootless {
+		return spec
+	}
+	// ToRootless: no network namespace, a user namespace mapping the caller
+	// to root, /sys bound from the host, no uid=/gid= mount options, no
+	// cgroup settings.
+	spec.Linux.Namespaces = append(slices.DeleteFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool {
+		return ns.Type == specs.NetworkNamespace
+	}), specs.LinuxNamespace{Type: specs.UserNamespace})
+	spec.Linux.UIDMappings = []specs.LinuxIDMapping{{HostID: uint32(os.Geteuid()), Size: 1}}
+	spec.Linux.GIDMappings = []specs.LinuxIDMapping{{HostID: uint32(os.Getegid()), Size: 1}}
+	for i, m := range spec.Mounts {
+		if m.Destination == "/sys" {
+			spec.Mounts[i] = mount("/sys", "none", "/sys", "rbind", "nosuid", "noexec", "nodev", "ro")
+			continue
+		}
+		spec.Mounts[i].Options = slices.DeleteFunc(m.Options, func(o string) bool {
+			return strings.HasPrefix(o, "gid=") || strings.HasPrefix(o, "uid=")
+		})
+	}
+	spec.Linux.Resources = nil
+	return spec
 }
 
 // mergeEnv keeps the last value of each variable, in first-seen order.

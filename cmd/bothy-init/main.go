@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/launcher"
 )
 
 func main() {
-	launch.Reexec()
+	launcher.Reexec()
 	fmt.Fprintln(os.Stderr, "bothy-init is started by bothy; it is not a command")
 	os.Exit(2)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -33,7 +32,6 @@ func (g *globals) manager() (*sandbox.Manager, error) {
 }
 
 func main() {
-	launch.Reexec()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
 	stop()

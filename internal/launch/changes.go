@@ -76,7 +76,7 @@ func runChanges(req ChangesRequest) ([]rootfs.Change, error) {
 func changesMain() int {
 	var res changesResult
 	var req ChangesRequest
-	err := waitMapped()
+	err := WaitMapped()
 	if err == nil {
 		err = json.NewDecoder(os.Stdin).Decode(&req)
 	}

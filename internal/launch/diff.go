@@ -24,7 +24,7 @@ type diffRequest struct {
 }
 
 func diffMain() int {
-	if err := waitMapped(); err != nil {
+	if err := WaitMapped(); err != nil {
 		fmt.Fprintln(os.Stderr, "bothy diff:", err)
 		return 1
 	}

@@ -1,6 +1,8 @@
-// Package launch is the short-lived launcher process of a sandbox and the
-// container init that libcontainer re-executes.
+// Package launch is what the bothy CLI and the launcher share: the launch
+// request, the user namespace mapping and how to start a process in it, and
+// the helpers bothy-init runs under a subordinate-id mapping (removal, diff,
+// changes).
 //
-// It is kept free of the image code so that the binary libcontainer clones
-// into a sealed memfd at every start (cmd/bothy-init) stays small.
+// It does not link libcontainer (package launcher does), so that the CLI
+// starts fast.
 package launch

@@ -199,11 +199,11 @@ func startSubID(cmd *exec.Cmd, m Mapping) (func() error, error) {
 	return sync.OnceValue(func() error { return <-result }), nil
 }
 
-// waitMapped blocks a re-executed child until its parent has written its id
+// WaitMapped blocks a re-executed child until its parent has written its id
 // maps (see startSubID), then executes itself again: capabilities are
 // computed at execve, and the first one ran before the maps existed, as an
 // unmapped user with none. The second runs as root in the namespace.
-func waitMapped() error {
+func WaitMapped() error {
 	fdStr := os.Getenv(syncEnv)
 	if fdStr == "" {
 		return nil

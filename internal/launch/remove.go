@@ -17,7 +17,7 @@ import (
 const RemoveArg = "__bothy_remove"
 
 func removeMain() int {
-	if err := waitMapped(); err != nil {
+	if err := WaitMapped(); err != nil {
 		fmt.Fprintln(os.Stderr, "bothy remove:", err)
 		return 1
 	}

@@ -1,20 +1,15 @@
-package launch
+package launcher
 
 import (
 	"path"
 	"slices"
 	"strings"
 
+	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 )
-
-// RootlessControllers are the cgroup v1 controllers a rootless sandbox joins
-// when they are delegated to its user: memory, pids and cpu accounting
-// (stats and limits) and freezer (pause, reliable kill). Root sandboxes join
-// devices too (device access control: never optional).
-var RootlessControllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
 
 // hideUnusedControllers unmounts, in the launcher's private mount namespace,
 // the cgroup v1 hierarchies the sandbox has no use for, so that libcontainer
@@ -42,10 +37,10 @@ func hideUnusedControllers(r *cgroups.Resources) {
 }
 
 // joinedControllers are the cgroup v1 controllers a root sandbox with
-// resources r joins: devices and RootlessControllers, and those whose limits
+// resources r joins: devices and launch.RootlessControllers, and those whose limits
 // r sets.
 func joinedControllers(r *cgroups.Resources) []string {
-	keep := append([]string{"devices"}, RootlessControllers...)
+	keep := append([]string{"devices"}, launch.RootlessControllers...)
 	if r != nil {
 		if r.CpusetCpus != "" || r.CpusetMems != "" {
 			keep = append(keep, "cpuset")
