@@ -22,6 +22,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/bothy-sandbox/bothy/oci"
+	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
 	"github.com/bothy-sandbox/bothy/rootfs"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -64,7 +65,7 @@ type Options struct {
 	// Force builds from the base whatever tags exist, and moves all three.
 	Force bool
 	// Pull configures the pull of a base image not in the store.
-	Pull oci.PullOptions
+	Pull transfer.PullOptions
 	// Epoch clamps the layers' modification times and is every config's
 	// creation time. Zero: $SOURCE_DATE_EPOCH, else the Unix epoch.
 	Epoch time.Time
@@ -232,7 +233,7 @@ func (b *builder) base(ctx context.Context) (*oci.Image, string, error) {
 	b.logf("pulling base image %s", name)
 	pull := b.opts.Pull
 	pull.Progress = b.opts.Progress
-	img, err := b.s.Pull(ctx, name, pull)
+	img, err := transfer.Pull(ctx, b.s, name, pull)
 	if err != nil {
 		return nil, "", fmt.Errorf("base image %s is not in the store and cannot be pulled: %w", name, err)
 	}

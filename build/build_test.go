@@ -30,6 +30,7 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/oci"
+	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
@@ -273,7 +274,7 @@ func TestBuildFailures(t *testing.T) {
 	}{
 		{"failing setup", build.Options{Setup: writeFile(t, "echo half > /etc/half\necho boom >&2\nexit 3\n")}, []string{"setup script", "exited 3", "boom"}},
 		{"missing setup file", build.Options{Setup: "/nonexistent/setup.sh"}, []string{"setup", "/nonexistent/setup.sh"}},
-		{"base not in registry", build.Options{Base: host + "/nope/missing:1", Pull: oci.PullOptions{TLSVerify: &noTLS}}, []string{"base image", "nope/missing"}},
+		{"base not in registry", build.Options{Base: host + "/nope/missing:1", Pull: transfer.PullOptions{TLSVerify: &noTLS}}, []string{"base image", "nope/missing"}},
 		{"base archive missing", build.Options{Base: "oci-archive:/nonexistent/base.tar"}, []string{"base image", "/nonexistent/base.tar"}},
 		{"failing plugin", build.Options{Plugins: []plugins.Recipe{{Name: "bad", Packages: []string{"no-such-package-bothy"}, Check: "false"}}},
 			[]string{"plugin bad", "no-such-package-bothy"}},
@@ -463,11 +464,11 @@ func TestPushPull(t *testing.T) {
 	defer srv.Close()
 	noTLS := false
 	dest := strings.TrimPrefix(srv.URL, "http://") + "/team/runtime:" + res.Tags.Source
-	if err := m.Store().Save(ctx, res.Names[0], "docker://"+dest, oci.SaveOptions{TLSVerify: &noTLS}); err != nil {
+	if err := transfer.Save(ctx, m.Store(), res.Names[0], "docker://"+dest, transfer.SaveOptions{TLSVerify: &noTLS}); err != nil {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(t.TempDir(), "runtime.tar")
-	if err := m.Store().Save(ctx, res.Names[0], "oci-archive:"+archive, oci.SaveOptions{}); err != nil {
+	if err := transfer.Save(ctx, m.Store(), res.Names[0], "oci-archive:"+archive, transfer.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -483,14 +484,14 @@ func TestPushPull(t *testing.T) {
 	checkOCIImage(t, remoteImg, res.Image)
 
 	other := newManager(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t))
-	pulled, err := other.Store().Pull(ctx, dest, oci.PullOptions{TLSVerify: &noTLS})
+	pulled, err := transfer.Pull(ctx, other.Store(), dest, transfer.PullOptions{TLSVerify: &noTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pulled.Digest.String() != res.Image {
 		t.Errorf("pulled %s, pushed %s", pulled.Digest, res.Image)
 	}
-	loaded, err := other.Store().ImportArchive(ctx, archive, "shipped:1")
+	loaded, err := transfer.ImportArchive(ctx, other.Store(), archive, "shipped:1")
 	if err != nil {
 		t.Fatal(err)
 	}

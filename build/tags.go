@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"go.podman.io/image/v5/docker/reference"
+	"github.com/distribution/reference"
 
 	"github.com/bothy-sandbox/bothy/plugins"
 )

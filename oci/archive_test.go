@@ -6,245 +6,145 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/bothy-sandbox/bothy/internal/testimage"
 )
 
-// writeLayout writes img as an OCI layout directory with ref name refName.
-func writeLayout(t *testing.T, dir string, img ggcr.Image, refName string) {
+// ociArchive writes an OCI archive (as the default image's build does) of a
+// small rootfs, named name.
+func ociArchive(t *testing.T, seed int, name string) string {
 	t.Helper()
-	p, err := layout.Write(dir, empty.Index)
+	dir := t.TempDir()
+	rootfs := filepath.Join(dir, "rootfs.tar")
+	if err := os.WriteFile(rootfs, rootfsTar(t, seed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.oci.tar")
+	if err := testimage.WriteOCIArchive(rootfs, out, testimage.ArchiveOptions{Name: name, Cmd: []string{"/bin/sh"}}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestImportOCIArchive(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	archive := ociArchive(t, 1, "demo:1")
+	img, err := s.ImportOCIArchive(ctx, archive, "demo:1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts []layout.Option
-	if refName != "" {
-		opts = append(opts, layout.WithAnnotations(map[string]string{v1.AnnotationRefName: refName}))
+	if len(img.Names) != 1 || img.Names[0] != "localhost/demo:1" || len(img.Layers) != 1 {
+		t.Fatalf("imported %+v", img)
 	}
-	if err := p.AppendImage(img, opts...); err != nil {
-		t.Fatal(err)
+	got, err := s.Resolve(ctx, "demo:1")
+	if err != nil || got.Digest != img.Digest {
+		t.Fatalf("resolve: %v %v", got, err)
+	}
+	checkConsistent(t, s)
+	// Again: the same image, nothing new.
+	before := snapshot(t, s)
+	if again, err := s.ImportOCIArchive(ctx, archive, ""); err != nil || again.Digest != img.Digest {
+		t.Fatalf("second import: %v %v", again, err)
+	}
+	if after := snapshot(t, s); after != before {
+		t.Errorf("second import changed the store:\n%s\n---\n%s", before, after)
 	}
 }
 
-// tarDir writes dir's content as a tar file.
-func tarDir(t *testing.T, dir, out string) {
+// rewriteArchive copies the tar at in to a new file, passing each entry
+// through edit (which may change its body, or drop it by returning nil).
+func rewriteArchive(t *testing.T, in string, edit func(name string, body []byte) []byte) string {
 	t.Helper()
-	f, err := os.Create(out)
+	f, err := os.Open(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tw := tar.NewWriter(f)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
 		}
-		rel, _ := filepath.Rel(dir, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		h.Name = rel
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			_, err = tw.Write(b)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestImportArchives(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t)
-	dir := t.TempDir()
-	src := ociImage(t, 50, 2)
-	want := mustDigest(t, src.Digest)
-
-	layoutDir := filepath.Join(dir, "layout")
-	writeLayout(t, layoutDir, src, "")
-	ociTar := filepath.Join(dir, "img.oci.tar")
-	tarDir(t, layoutDir, ociTar)
-	dockerTar := filepath.Join(dir, "img.docker.tar")
-	tag, _ := name.NewTag("example.com/d/img:7")
-	if err := tarball.WriteToFile(dockerTar, tag, dockerImage(t, 51, 2)); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, tc := range []struct {
-		path, name, wantName string
-		preserved            bool
-	}{
-		{layoutDir, "fromdir", "localhost/fromdir:latest", true},
-		{ociTar, "fromociarchive:2", "localhost/fromociarchive:2", true},
-		{dockerTar, "quay.io/x/fromdocker:3", "quay.io/x/fromdocker:3", false},
-	} {
-		img, err := s.ImportArchive(ctx, tc.path, tc.name)
-		if err != nil {
-			t.Fatalf("import %s: %v", tc.path, err)
-		}
-		if !slices.Contains(img.Names, tc.wantName) { // the OCI imports are one image with two names
-			t.Errorf("import %s: names %v, want %s", tc.path, img.Names, tc.wantName)
-		}
-		if tc.preserved && img.Digest.String() != want {
-			t.Errorf("import %s: digest %s, want %s", tc.path, img.Digest, want)
-		}
-		if _, err := s.Resolve(ctx, tc.name); err != nil {
-			t.Errorf("resolve %s: %v", tc.name, err)
-		}
-	}
-	// docker-archive layers are uncompressed tars, kept as they are.
-	img, _ := s.Resolve(ctx, "quay.io/x/fromdocker:3")
-	for _, l := range img.Layers {
-		if l.MediaType != v1.MediaTypeImageLayerGzip && l.MediaType != v1.MediaTypeImageLayer {
-			t.Errorf("docker-archive layer media type %s", l.MediaType)
-		}
-	}
-
-	// Pull with explicit transports; names from docker-archive references.
-	img, err := s.Pull(ctx, "oci:"+layoutDir, PullOptions{Name: "viaoci"})
-	if err != nil || img.Digest.String() != want {
-		t.Fatalf("pull oci: %v %v", img, err)
-	}
-	img, err = s.Pull(ctx, "docker-archive:"+dockerTar+":example.com/d/img:7", PullOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(img.Names, "example.com/d/img:7") {
-		t.Errorf("docker-archive names %v", img.Names)
-	}
-	// oci-archive without a name: dangling.
-	img, err = s.Pull(ctx, "oci-archive:"+ociTar, PullOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Not an archive.
-	junk := filepath.Join(dir, "junk.tar")
-	os.WriteFile(junk, rootfsTar(t, 1), 0o644)
-	if _, err := s.ImportArchive(ctx, junk, "junk"); err == nil {
-		t.Error("import of a rootfs tar as an image archive succeeded")
-	}
-	if _, err := s.ImportArchive(ctx, dir, "junk"); !errors.Is(err, ErrInvalidName) {
-		t.Errorf("import of a plain directory: %v", err)
-	}
-	checkConsistent(t, s)
-}
-
-func TestSaveRoundTrip(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t)
-	img, err := s.Import(ctx, bytes.NewReader(rootfsTar(t, 3)), "saved:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, dest := range []string{
-		"oci-archive:" + filepath.Join(dir, "a.tar") + ":saved",
-		"oci:" + filepath.Join(dir, "layout") + ":saved",
-	} {
-		if err := s.Save(ctx, "saved:1", dest, SaveOptions{}); err != nil {
-			t.Fatalf("save %s: %v", dest, err)
-		}
-	}
-	if err := s.Save(ctx, "saved:1", "docker-archive:"+filepath.Join(dir, "d.tar")+":localhost/saved:1", SaveOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(ctx, "saved:1", filepath.Join(dir, "x.tar"), SaveOptions{}); !errors.Is(err, ErrInvalidName) {
-		t.Errorf("save without transport: %v", err)
-	}
-	if err := s.Save(ctx, "nothere", "oci:"+filepath.Join(dir, "n"), SaveOptions{}); !errors.Is(err, ErrNotFound) {
-		t.Errorf("save unknown image: %v", err)
-	}
-
-	// Into a second store: identical digests for OCI.
-	s2 := newStore(t)
-	for _, p := range []string{filepath.Join(dir, "a.tar"), filepath.Join(dir, "layout")} {
-		got, err := s2.ImportArchive(ctx, p, "back")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Digest != img.Digest || got.ID != img.ID {
-			t.Errorf("round trip via %s: %s/%s, want %s/%s", p, got.Digest, got.ID, img.Digest, img.ID)
+		body, _ := io.ReadAll(tr)
+		if body = edit(strings.TrimPrefix(h.Name, "./"), body); body == nil {
+			continue
 		}
+		h.Size = int64(len(body))
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(body)
 	}
-	got, err := s2.ImportArchive(ctx, filepath.Join(dir, "d.tar"), "")
-	if err != nil {
+	tw.Close()
+	out := filepath.Join(t.TempDir(), "edited.tar")
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got.Layers[0].DiffID != img.Layers[0].DiffID {
-		t.Errorf("docker-archive round trip changed the diff ID")
-	}
-
-	// Save reads through the verifying reader: a corrupt blob fails it.
-	p, _ := s.blobPath(img.Layers[0].Digest)
-	os.Chmod(p, 0o644)
-	os.WriteFile(p, []byte(strings.Repeat("z", int(img.Layers[0].Size))), 0o644)
-	err = s.Save(ctx, "saved:1", "oci-archive:"+filepath.Join(dir, "bad.tar"), SaveOptions{})
-	if err == nil || !strings.Contains(err.Error(), img.Layers[0].Digest.Encoded()) {
-		t.Errorf("save of a corrupt image: %v", err)
-	}
-	checkConsistent(t, s2)
-	_ = io.Discard
+	return out
 }
 
-// An image pulled from an OCI layout or archive is named after the
-// reference's image part, else after the ref.name annotation when that is a
-// full name; a bare tag leaves it unnamed.
-func TestPullLayoutNames(t *testing.T) {
+// A corrupt, missing or mislabelled blob is an error that leaves the store
+// as it was.
+func TestImportOCIArchiveRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
-	for _, tc := range []struct {
-		annotation, suffix, want string
-	}{
-		{"example.com/team/tool:2", "", "example.com/team/tool:2"},
-		{"busybox:latest", "", "localhost/busybox:latest"},
-		{"latest", "", ""},
-		{"latest", ":latest", ""},
-		{"box:1", ":box:1", "localhost/box:1"},
+	good := ociArchive(t, 2, "demo:2")
+	// The layer is the largest blob.
+	var layer string
+	var largest int
+	rewriteArchive(t, good, func(name string, body []byte) []byte {
+		if strings.HasPrefix(name, "blobs/") && len(body) > largest {
+			layer, largest = name, len(body)
+		}
+		return body
+	})
+	for what, edit := range map[string]func(string, []byte) []byte{
+		"corrupt layer": func(name string, b []byte) []byte {
+			if name == layer {
+				b = append([]byte{}, b...)
+				b[len(b)/2] ^= 0xff
+			}
+			return b
+		},
+		"missing layer": func(name string, b []byte) []byte {
+			if name == layer {
+				return nil
+			}
+			return b
+		},
+		"no index": func(name string, b []byte) []byte {
+			if name == "index.json" {
+				return nil
+			}
+			return b
+		},
+		"bad blob name": func(name string, b []byte) []byte {
+			if name == layer {
+				return b[:len(b)-1]
+			}
+			return b
+		},
 	} {
 		s := newStore(t)
-		dir := t.TempDir()
-		writeLayout(t, filepath.Join(dir, "layout"), ociImage(t, 7, 1), tc.annotation)
-		tarDir(t, filepath.Join(dir, "layout"), filepath.Join(dir, "img.tar"))
-		for _, ref := range []string{"oci:" + filepath.Join(dir, "layout"), "oci-archive:" + filepath.Join(dir, "img.tar")} {
-			img, err := s.Pull(ctx, ref+tc.suffix, PullOptions{})
-			if err != nil {
-				t.Fatalf("pull %s: %v", ref+tc.suffix, err)
-			}
-			got := ""
-			if len(img.Names) > 0 {
-				got = img.Names[0]
-			}
-			if got != tc.want {
-				t.Errorf("pull %s (ref.name %q): named %q, want %q", ref+tc.suffix, tc.annotation, got, tc.want)
-			}
+		before := snapshot(t, s)
+		if _, err := s.ImportOCIArchive(ctx, rewriteArchive(t, good, edit), "bad"); err == nil {
+			t.Errorf("%s: imported", what)
+		}
+		if after := snapshot(t, s); after != before {
+			t.Errorf("%s: the store changed:\n%s", what, after)
+		}
+		if _, err := s.Resolve(ctx, "bad"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: resolve: %v", what, err)
 		}
 	}
 }

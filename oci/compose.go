@@ -71,7 +71,7 @@ func (c *Composer) Commit(ctx context.Context, cfg v1.Image, layers []Layer, nam
 		MediaType: v1.MediaTypeImageManifest,
 	}
 	for _, l := range layers {
-		if _, ok := c.s.hasBlob(l.Digest, l.Size); !ok {
+		if _, ok := c.s.HasBlob(l.Digest, l.Size); !ok {
 			return nil, fmt.Errorf("commit image: layer %s: %w", l.Digest, ErrNotFound)
 		}
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.DiffID)
@@ -81,7 +81,7 @@ func (c *Composer) Commit(ctx context.Context, cfg v1.Image, layers []Layer, nam
 	if err != nil {
 		return nil, fmt.Errorf("commit image: %w", err)
 	}
-	cd, created, err := c.s.writeBlobBytes(ctx, cb)
+	cd, created, err := c.s.WriteBlobBytes(ctx, cb)
 	if err != nil {
 		return nil, fmt.Errorf("commit image: %w", err)
 	}
@@ -91,12 +91,12 @@ func (c *Composer) Commit(ctx context.Context, cfg v1.Image, layers []Layer, nam
 	if err != nil {
 		return nil, fmt.Errorf("commit image: %w", err)
 	}
-	md, created, err := c.s.writeBlobBytes(ctx, mb)
+	md, created, err := c.s.WriteBlobBytes(ctx, mb)
 	if err != nil {
 		return nil, fmt.Errorf("commit image: %w", err)
 	}
 	c.note(md, created)
-	img, err := c.s.commitImage(ctx, md, names)
+	img, err := c.s.CommitImage(ctx, md, names)
 	if err != nil {
 		return nil, fmt.Errorf("commit image: %w", err)
 	}
@@ -119,7 +119,7 @@ func (c *Composer) Close() {
 	c.mu.Unlock()
 	c.gc.Unlock()
 	if !committed {
-		c.s.rollback(created)
+		c.s.Rollback(created)
 	}
 }
 

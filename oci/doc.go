@@ -1,7 +1,9 @@
 // Package oci is bothy's image store: a content-addressed, digest-verified,
-// multi-process-safe store of OCI images on local disk, filled from every
-// transport go.podman.io/image/v5 offers (docker://, oci:, oci-archive:,
-// docker-archive:) and from plain rootfs tarballs.
+// multi-process-safe store of OCI images on local disk, filled from plain
+// rootfs tarballs, OCI archives (ImportOCIArchive) and, through package
+// transfer, every transport go.podman.io/image/v5 offers (docker://, oci:,
+// oci-archive:, docker-archive:). It does not link containers/image itself,
+// so that the bothy CLI, which starts sandboxes from the store, starts fast.
 //
 // # Layout
 //
@@ -37,7 +39,7 @@
 //
 // # Images and names
 //
-// Images are always stored as OCI image manifests (Pull forces the OCI
+// Images are always stored as OCI image manifests (transfer.Pull forces the OCI
 // format, so a Docker schema 2 image is converted and its manifest digest
 // changes; an OCI image keeps its digest). An image's ID is its config
 // digest, as with docker and podman.
@@ -45,7 +47,7 @@
 // Names are stored fully qualified, with a tag or a digest:
 // NormalizeName("busybox") is "docker.io/library/busybox:latest" (pull
 // rules); NormalizeLocalName("foo") is "localhost/foo:latest" (the rules of
-// Import, ImportArchive and Tag, as in podman). A name with both a tag and a
+// Import, ImportOCIArchive, transfer.ImportArchive and Tag, as in podman). A name with both a tag and a
 // digest keeps only the digest. Resolve accepts a full digest (manifest
 // digest or image ID), a name (a short name tries localhost/ first, then
 // docker.io), or an ID prefix of at least 4 hex digits.

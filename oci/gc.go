@@ -99,20 +99,20 @@ func (s *Store) deleteBlobs(del func(digest.Digest) bool) (int64, error) {
 // cleanTmp empties tmp/. The caller holds gc.lock exclusively, so nothing in
 // there belongs to a live operation.
 func (s *Store) cleanTmp() {
-	ents, err := os.ReadDir(s.tmpDir())
+	ents, err := os.ReadDir(s.TmpDir())
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		os.RemoveAll(filepath.Join(s.tmpDir(), e.Name()))
+		os.RemoveAll(filepath.Join(s.TmpDir(), e.Name()))
 	}
 }
 
-// rollback removes the blobs a failed pull or import created, if no image
+// Rollback removes the blobs a failed pull or import created, if no image
 // uses them and no other writer is active (it never waits: when the store is
 // busy the blobs stay for Prune). The caller must have released its shared
 // gc.lock.
-func (s *Store) rollback(created []digest.Digest) {
+func (s *Store) Rollback(created []digest.Digest) {
 	gc, ok, err := tryLockFile(s.gcLockPath(), true)
 	if err != nil || !ok {
 		return

@@ -16,7 +16,7 @@ import (
 
 // Limits on the JSON blobs the store parses.
 const (
-	maxManifestSize = 4 << 20
+	MaxManifestSize = 4 << 20
 	maxConfigSize   = 32 << 20
 )
 
@@ -70,7 +70,7 @@ func (s *Store) imageData(md digest.Digest) (*imageData, error) {
 	if d != nil {
 		return d, nil
 	}
-	mb, err := s.readBlob(md, maxManifestSize)
+	mb, err := s.ReadBlob(md, MaxManifestSize)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (s *Store) imageData(md digest.Digest) (*imageData, error) {
 	if err != nil {
 		return nil, err
 	}
-	cb, err := s.readBlob(m.Config.Digest, maxConfigSize)
+	cb, err := s.ReadBlob(m.Config.Digest, maxConfigSize)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: config: %w", md, err)
 	}
@@ -435,4 +435,57 @@ func (s *Store) Verify(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CommitImage checks that image md, whose blobs a copy has just written, is
+// complete in the store (manifest and config verified, layers present), then
+// records it with names. The caller holds the store (Hold).
+func (s *Store) CommitImage(ctx context.Context, md digest.Digest, names []string) (*Image, error) {
+	if md == "" {
+		return nil, errors.New("no manifest was written")
+	}
+	data, err := s.imageData(md)
+	if err != nil {
+		return nil, err
+	}
+	img, err := buildImage(md, data, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range img.Layers {
+		size := l.Size
+		if size < 0 {
+			size = -1
+		}
+		if _, ok := s.HasBlob(l.Digest, size); !ok {
+			return nil, fmt.Errorf("image %s: layer %s missing after copy: %w", md, l.Digest, ErrNotFound)
+		}
+	}
+	// Make the blobs' directory entries durable before a ref points at them.
+	dirs := map[string]bool{}
+	for _, d := range append([]digest.Digest{md, img.ID}, layerDigests(img)...) {
+		dirs[s.blobDir(d.Algorithm())] = true
+	}
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	err = s.updateRefs(ctx, func(db *refsDB) error {
+		db.add(md, names...)
+		img.Names = append([]string{}, db.Images[md].Names...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+func layerDigests(img *Image) []digest.Digest {
+	out := make([]digest.Digest, len(img.Layers))
+	for i, l := range img.Layers {
+		out[i] = l.Digest
+	}
+	return out
 }

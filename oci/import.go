@@ -3,6 +3,8 @@ package oci
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
+	"compress/bzip2"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -11,13 +13,15 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-	"go.podman.io/image/v5/pkg/compression"
-	compressiontypes "go.podman.io/image/v5/pkg/compression/types"
+	"github.com/ulikunitz/xz"
+
+	"github.com/bothy-sandbox/bothy/rootfs"
 )
 
 // ImportOptions configures Import. Zero values give the defaults.
@@ -69,7 +73,7 @@ func (s *Store) Import(ctx context.Context, rootfsTar io.Reader, name string, op
 	defer func() {
 		gc.Unlock()
 		if err != nil {
-			s.rollback(created)
+			s.Rollback(created)
 		}
 	}()
 	note := func(d digest.Digest, c bool) {
@@ -112,7 +116,7 @@ func (s *Store) Import(ctx context.Context, rootfsTar io.Reader, name string, op
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	configDigest, c, err := s.writeBlobBytes(ctx, cb)
+	configDigest, c, err := s.WriteBlobBytes(ctx, cb)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
@@ -128,12 +132,12 @@ func (s *Store) Import(ctx context.Context, rootfsTar io.Reader, name string, op
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	md, c, err := s.writeBlobBytes(ctx, mb)
+	md, c, err := s.WriteBlobBytes(ctx, mb)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
 	note(md, c)
-	img, err = s.commitImage(ctx, md, names)
+	img, err = s.CommitImage(ctx, md, names)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
@@ -148,7 +152,7 @@ func importPlatform(p string) (v1.Platform, error) {
 		}
 		return plat, nil
 	}
-	return parsePlatform(p)
+	return ParsePlatform(p)
 }
 
 // writeLayer stores a rootfs tarball as a gzip layer blob. It returns the
@@ -161,13 +165,13 @@ func (s *Store) writeLayer(ctx context.Context, in io.Reader) (d digest.Digest, 
 		}
 		return "", 0, "", false, fmt.Errorf("read rootfs tarball: %w", err)
 	}
-	plain, err := decompress(br)
+	plain, err := Decompress(br)
 	if err != nil {
 		return "", 0, "", false, fmt.Errorf("read rootfs tarball: %w", err)
 	}
 	defer plain.Close()
 
-	tmp, err := os.CreateTemp(s.tmpDir(), "layer-*")
+	tmp, err := os.CreateTemp(s.TmpDir(), "layer-*")
 	if err != nil {
 		return "", 0, "", false, fmt.Errorf("write layer: %w", err)
 	}
@@ -224,22 +228,40 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// decompress returns the uncompressed stream of r (gzip, bzip2, xz, zstd or
-// none). gzip, the common case, uses the standard library's reader.
-func decompress(r io.Reader) (io.ReadCloser, error) {
-	algo, dec, r, err := compression.DetectCompressionFormat(r)
-	if err != nil {
+// Decompress returns the uncompressed stream of r: gzip, zstd, bzip2, xz or
+// none, told by its first bytes.
+func Decompress(r io.Reader) (io.ReadCloser, error) {
+	br := bufio.NewReader(r)
+	head, err := br.Peek(10)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	switch {
-	case dec == nil:
-		return io.NopCloser(r), nil
-	case algo.Name() == compressiontypes.GzipAlgorithmName:
-		return gzip.NewReader(r)
-	default:
-		return dec(r)
+	case len(head) == 10 && bytes.HasPrefix(head, []byte("BZh")) && head[3] >= '1' && head[3] <= '9' &&
+		bytes.Equal(head[4:], []byte{0x31, 0x41, 0x59, 0x26, 0x53, 0x59}):
+		return io.NopCloser(bzip2.NewReader(br)), nil
+	case bytes.HasPrefix(head, []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}):
+		xr, err := xz.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("xz: %w", err)
+		}
+		return io.NopCloser(xr), nil
 	}
+	return rootfs.Decompress(br) // gzip, zstd, none
 }
 
 // readerOnly hides WriteTo and friends of a reader, so io.Copy uses Read only.
 type readerOnly struct{ io.Reader }
+
+// ParsePlatform parses "os/arch[/variant]".
+func ParsePlatform(s string) (v1.Platform, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
+		return v1.Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
+	}
+	p := v1.Platform{OS: parts[0], Architecture: parts[1]}
+	if len(parts) == 3 {
+		p.Variant = parts[2]
+	}
+	return p, nil
+}

@@ -144,7 +144,7 @@ func TestAmbiguousID(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second manifest for the same config and layer: same image ID.
-	mb, err := s.readBlob(img.Digest, maxManifestSize)
+	mb, err := s.ReadBlob(img.Digest, MaxManifestSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestAmbiguousID(t *testing.T) {
 	}
 	m.Annotations = map[string]string{"x": "y"}
 	mb2, _ := json.Marshal(m)
-	md2, _, err := s.writeBlobBytes(ctx, mb2)
+	md2, _, err := s.WriteBlobBytes(ctx, mb2)
 	if err != nil {
 		t.Fatal(err)
 	}

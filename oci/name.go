@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"go.podman.io/image/v5/docker/reference"
+	"github.com/distribution/reference"
 )
 
 // NormalizeName returns the canonical stored form of an image name under the

@@ -55,32 +55,6 @@ func TestNormalizeLocalName(t *testing.T) {
 	}
 }
 
-func TestParseReference(t *testing.T) {
-	for in, want := range map[string]string{
-		"busybox":                   "docker://busybox:latest",
-		"localhost:5000/x:1":        "docker://localhost:5000/x:1",
-		"docker://busybox":          "docker://busybox:latest",
-		"docker:latest":             "docker://docker:latest",
-		"oci:/tmp/layout:foo":       "oci:/tmp/layout:foo",
-		"oci-archive:/tmp/a.tar":    "oci-archive:/tmp/a.tar:",
-		"docker-archive:/tmp/d.tar": "docker-archive:/tmp/d.tar",
-	} {
-		r, err := ParseReference(in)
-		if err != nil {
-			t.Errorf("ParseReference(%q): %v", in, err)
-			continue
-		}
-		if got := r.Transport().Name() + ":" + r.StringWithinTransport(); got != want {
-			t.Errorf("ParseReference(%q) = %s, want %s", in, got, want)
-		}
-	}
-	for _, in := range []string{"", "ftp://x/y", "Busybox", "docker://"} {
-		if _, err := ParseReference(in); err == nil {
-			t.Errorf("ParseReference(%q) succeeded", in)
-		}
-	}
-}
-
 func FuzzNormalizeName(f *testing.F) {
 	for _, s := range []string{"busybox", "foo:1", "localhost:5000/x@sha256:" + hex64, "a/b/c", "sha256:" + hex64, "docker://x", "", "UPPER", "x:y:z"} {
 		f.Add(s)
@@ -106,6 +80,5 @@ func FuzzNormalizeName(f *testing.F) {
 			}
 		}
 		_ = nameCandidates(s)
-		_, _ = ParseReference(s)
 	})
 }

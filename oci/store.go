@@ -46,7 +46,7 @@ func Open(root string) (*Store, error) {
 		return nil, fmt.Errorf("open image store %s: %w", root, err)
 	}
 	s := &Store{root: abs, cache: map[digest.Digest]*imageData{}}
-	for _, d := range []string{s.root, s.blobDir(digest.SHA256), s.tmpDir(), s.cacheDir()} {
+	for _, d := range []string{s.root, s.blobDir(digest.SHA256), s.TmpDir(), s.CacheDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("open image store %s: %w", root, err)
 		}
@@ -60,8 +60,11 @@ func (s *Store) Root() string { return s.root }
 func (s *Store) blobDir(a digest.Algorithm) string {
 	return filepath.Join(s.root, "blobs", a.String())
 }
-func (s *Store) tmpDir() string     { return filepath.Join(s.root, "tmp") }
-func (s *Store) cacheDir() string   { return filepath.Join(s.root, "cache") }
+
+// TmpDir holds the temporary files of blobs being written (and of
+// transfers); CacheDir, containers/image's blob-info cache.
+func (s *Store) TmpDir() string     { return filepath.Join(s.root, "tmp") }
+func (s *Store) CacheDir() string   { return filepath.Join(s.root, "cache") }
 func (s *Store) refsPath() string   { return filepath.Join(s.root, "refs.json") }
 func (s *Store) refsLock() string   { return filepath.Join(s.root, "refs.lock") }
 func (s *Store) gcLockPath() string { return filepath.Join(s.root, "gc.lock") }
@@ -158,9 +161,18 @@ func (r *blobReader) Close() error {
 	return err
 }
 
-// readBlob reads a whole (small) blob, verified. Blobs longer than limit are
+// OpenBlobSize is OpenBlob, with the blob's size.
+func (s *Store) OpenBlobSize(d digest.Digest) (io.ReadCloser, int64, error) {
+	r, size, err := s.openBlob(d)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r, size, nil
+}
+
+// ReadBlob reads a whole (small) blob, verified. Blobs longer than limit are
 // refused.
-func (s *Store) readBlob(d digest.Digest, limit int64) ([]byte, error) {
+func (s *Store) ReadBlob(d digest.Digest, limit int64) ([]byte, error) {
 	r, size, err := s.openBlob(d)
 	if err != nil {
 		return nil, err
@@ -179,8 +191,8 @@ func (s *Store) readBlob(d digest.Digest, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// hasBlob reports whether blob d exists, with size when size >= 0.
-func (s *Store) hasBlob(d digest.Digest, size int64) (int64, bool) {
+// HasBlob reports whether blob d exists, with size when size >= 0.
+func (s *Store) HasBlob(d digest.Digest, size int64) (int64, bool) {
 	p, err := s.blobPath(d)
 	if err != nil {
 		return 0, false
@@ -192,10 +204,10 @@ func (s *Store) hasBlob(d digest.Digest, size int64) (int64, bool) {
 	return fi.Size(), true
 }
 
-// writeBlob copies r into the store as one blob. When expected is set, the
+// WriteBlob copies r into the store as one blob. When expected is set, the
 // content must match it (and expectedSize when >= 0); otherwise the sha256 of
 // the content names the blob. created reports whether the blob was new.
-func (s *Store) writeBlob(ctx context.Context, r io.Reader, expected digest.Digest, expectedSize int64) (d digest.Digest, size int64, created bool, err error) {
+func (s *Store) WriteBlob(ctx context.Context, r io.Reader, expected digest.Digest, expectedSize int64) (d digest.Digest, size int64, created bool, err error) {
 	alg := digest.Canonical
 	if expected != "" {
 		if err := expected.Validate(); err != nil {
@@ -207,7 +219,7 @@ func (s *Store) writeBlob(ctx context.Context, r io.Reader, expected digest.Dige
 	if name == "" {
 		name = "(new)"
 	}
-	tmp, err := os.CreateTemp(s.tmpDir(), "blob-*")
+	tmp, err := os.CreateTemp(s.TmpDir(), "blob-*")
 	if err != nil {
 		return "", 0, false, fmt.Errorf("write blob %s: %w", name, err)
 	}
@@ -237,9 +249,9 @@ func (s *Store) writeBlob(ctx context.Context, r io.Reader, expected digest.Dige
 	return d, size, created, nil
 }
 
-// writeBlobBytes stores b as a blob named by its sha256.
-func (s *Store) writeBlobBytes(ctx context.Context, b []byte) (digest.Digest, bool, error) {
-	d, _, created, err := s.writeBlob(ctx, bytes.NewReader(b), digest.FromBytes(b), int64(len(b)))
+// WriteBlobBytes stores b as a blob named by its sha256.
+func (s *Store) WriteBlobBytes(ctx context.Context, b []byte) (digest.Digest, bool, error) {
+	d, _, created, err := s.WriteBlob(ctx, bytes.NewReader(b), digest.FromBytes(b), int64(len(b)))
 	return d, created, err
 }
 

@@ -16,11 +16,11 @@ func TestOpenBlobVerifies(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	content := bytes.Repeat([]byte("bothy"), 10000)
-	d, created, err := s.writeBlobBytes(ctx, content)
+	d, created, err := s.WriteBlobBytes(ctx, content)
 	if err != nil || !created {
 		t.Fatalf("write: %v created=%v", err, created)
 	}
-	if _, again, err := s.writeBlobBytes(ctx, content); err != nil || again {
+	if _, again, err := s.WriteBlobBytes(ctx, content); err != nil || again {
 		t.Fatalf("rewrite: %v created=%v", err, again)
 	}
 	read := func() ([]byte, error) {
@@ -83,16 +83,16 @@ func TestWriteBlobRefusesMismatch(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	want := digest.FromString("right")
-	if _, _, _, err := s.writeBlob(ctx, strings.NewReader("wrong"), want, -1); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want.String()) {
+	if _, _, _, err := s.WriteBlob(ctx, strings.NewReader("wrong"), want, -1); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want.String()) {
 		t.Errorf("mismatch: %v", err)
 	}
-	if _, _, _, err := s.writeBlob(ctx, strings.NewReader("righ"), want, 5); err == nil {
+	if _, _, _, err := s.WriteBlob(ctx, strings.NewReader("righ"), want, 5); err == nil {
 		t.Error("truncated write accepted")
 	}
-	if _, _, _, err := s.writeBlob(ctx, strings.NewReader("right"), want, 4); !errors.Is(err, ErrCorrupt) {
+	if _, _, _, err := s.WriteBlob(ctx, strings.NewReader("right"), want, 4); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("size mismatch: %v", err)
 	}
-	if _, ok := s.hasBlob(want, -1); ok {
+	if _, ok := s.HasBlob(want, -1); ok {
 		t.Error("refused blob stored")
 	}
 	if tmp := tmpEntries(t, s); len(tmp) != 0 {
@@ -100,7 +100,7 @@ func TestWriteBlobRefusesMismatch(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, _, err := s.writeBlob(cctx, strings.NewReader("right"), want, -1); !errors.Is(err, context.Canceled) {
+	if _, _, _, err := s.WriteBlob(cctx, strings.NewReader("right"), want, -1); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled write: %v", err)
 	}
 }

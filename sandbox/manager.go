@@ -470,7 +470,7 @@ func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 	if m.opts.DefaultArchive == "" {
 		return nil, errors.New("the default image archive (default-image.oci.tar) is not installed beside bothy: run `make build` or set BOTHY_DEFAULT_IMAGE, or name an image")
 	}
-	img, err = m.store.ImportArchive(ctx, m.opts.DefaultArchive, DefaultImage)
+	img, err = m.store.ImportOCIArchive(ctx, m.opts.DefaultArchive, DefaultImage)
 	if err != nil {
 		return nil, fmt.Errorf("import default image from %s: %w", m.opts.DefaultArchive, err)
 	}

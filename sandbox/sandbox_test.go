@@ -49,7 +49,7 @@ func newManagerNS(t *testing.T, userns string) *sandbox.Manager {
 			_ = m.Remove(ctx, sb.ID, true)
 		}
 	})
-	if _, err := m.Store().ImportArchive(context.Background(), testenv.BusyboxArchive(t), "busybox:latest"); err != nil {
+	if _, err := m.Store().ImportOCIArchive(context.Background(), testenv.BusyboxArchive(t), "busybox:latest"); err != nil {
 		t.Fatal(err)
 	}
 	return m

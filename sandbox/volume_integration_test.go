@@ -387,7 +387,7 @@ func symlinkImage(t *testing.T, m *sandbox.Manager, name string, links map[strin
 	if err := testimage.WriteOCIArchive(tarPath, archive, testimage.ArchiveOptions{Name: name, Cmd: []string{"/bin/sh"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Store().ImportArchive(context.Background(), archive, name); err != nil {
+	if _, err := m.Store().ImportOCIArchive(context.Background(), archive, name); err != nil {
 		t.Fatal(err)
 	}
 }

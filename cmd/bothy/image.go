@@ -20,45 +20,6 @@ func (g *globals) store() (*oci.Store, error) {
 	return m.Store(), nil
 }
 
-func newPullCmd(g *globals) *cobra.Command {
-	var (
-		authFile  string
-		tlsVerify bool
-		quiet     bool
-	)
-	cmd := &cobra.Command{
-		Use:   "pull REF",
-		Short: "Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)",
-		Example: `  bothy pull localhost:5000/python:3.12
-  bothy pull oci-archive:/shared/images/task-123.tar
-  bothy pull --tls-verify=false docker://127.0.0.1:5000/busybox:latest`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.store()
-			if err != nil {
-				return err
-			}
-			opts := oci.PullOptions{AuthFile: authFile}
-			if cmd.Flags().Changed("tls-verify") {
-				opts.TLSVerify = &tlsVerify
-			}
-			if !quiet {
-				opts.Progress = cmd.ErrOrStderr()
-			}
-			img, err := s.Pull(cmd.Context(), args[0], opts)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file (containers-auth.json format)")
-	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
-	return cmd
-}
-
 func newImportCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "import ROOTFS.tar NAME[:TAG]",

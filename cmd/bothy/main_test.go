@@ -39,6 +39,7 @@ type cli struct {
 func newCLI(t *testing.T) *cli {
 	t.Setenv("BOTHY_EXECUTOR", testenv.Executor(t))
 	t.Setenv("BOTHY_DEFAULT_IMAGE", testenv.BusyboxArchive(t))
+	t.Setenv("BOTHY_IMAGES", testenv.ImagesHelper(t))
 	c := &cli{t: t, root: testenv.ShortTempDir(t)}
 	t.Cleanup(func() {
 		out, _, _ := c.run("", "ps", "-a", "--format", "json")

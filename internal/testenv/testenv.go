@@ -73,6 +73,35 @@ func Executor(t testing.TB) string {
 	return filepath.Join(dir, "bothy-executor")
 }
 
+var (
+	imagesOnce sync.Once
+	images     string
+	imagesErr  error
+)
+
+// ImagesHelper returns bothy-images, the CLI built with containers/image
+// that runs bothy's pull, push, save, load and build: $BOTHY_IMAGES (make
+// test sets it), else built here the way the Makefile builds it.
+func ImagesHelper(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("BOTHY_IMAGES"); p != "" {
+		return p
+	}
+	imagesOnce.Do(func() {
+		fixtures(t)
+		images = filepath.Join(dir, "bothy-images")
+		build := exec.Command("go", "build", "-tags", "containers_image_openpgp exclude_graphdriver_btrfs seccomp bothy_images", "-o", images, "./cmd/bothy")
+		build.Dir = moduleRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			imagesErr = fmt.Errorf("build bothy-images (or set BOTHY_IMAGES, as make test does): %v: %s", err, out)
+		}
+	})
+	if imagesErr != nil {
+		t.Fatal(imagesErr)
+	}
+	return images
+}
+
 // ShortTempDir returns a fresh directory with a short path (executor sockets
 // must fit in the 108-byte sun_path) that is removed after the test, even
 // when it holds read-only directories.

@@ -17,6 +17,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -48,7 +49,7 @@ func measure(bin string, n int) *result {
 		if _, err := os.Stat(archive); err != nil {
 			return false
 		}
-		if _, err := m.Store().ImportArchive(ctx, archive, name); err != nil {
+		if _, err := transfer.ImportArchive(ctx, m.Store(), archive, name); err != nil {
 			fatal(err)
 		}
 		return true

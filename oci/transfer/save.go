@@ -1,4 +1,4 @@
-package oci
+package transfer
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/types"
+
+	"github.com/bothy-sandbox/bothy/oci"
 )
 
 // SaveOptions configures Save.
@@ -24,24 +26,24 @@ type SaveOptions struct {
 // "docker-archive:/x.tar[:name:tag]" or "docker://registry/repo:tag" (a
 // push). Blobs are verified as they are read. OCI destinations get the
 // stored manifest unchanged (same digest).
-func (s *Store) Save(ctx context.Context, ref, dest string, opts SaveOptions) error {
+func Save(ctx context.Context, s *oci.Store, ref, dest string, opts SaveOptions) error {
 	if i := strings.IndexByte(dest, ':'); i <= 0 || transports[dest[:i]] == nil {
-		return fmt.Errorf("save %s: destination %q has no transport (oci:, oci-archive:, docker-archive:, docker://): %w", ref, dest, ErrInvalidName)
+		return fmt.Errorf("save %s: destination %q has no transport (oci:, oci-archive:, docker-archive:, docker://): %w", ref, dest, oci.ErrInvalidName)
 	}
 	destRef, err := ParseReference(dest)
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
-	gc, err := lockFile(ctx, s.gcLockPath(), false)
+	release, err := s.Hold(ctx)
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
-	defer gc.Unlock()
+	defer release()
 	img, err := s.Resolve(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
-	destSys, err := s.sourceContext(opts.AuthFile, opts.TLSVerify, "")
+	destSys, err := sourceContext(s, opts.AuthFile, opts.TLSVerify, "")
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
@@ -52,7 +54,7 @@ func (s *Store) Save(ctx context.Context, ref, dest string, opts SaveOptions) er
 	defer pc.Destroy()
 	copyOpts := &copy.Options{
 		ReportWriter:   opts.Progress,
-		SourceCtx:      &types.SystemContext{BigFilesTemporaryDir: s.tmpDir(), BlobInfoCacheDir: s.cacheDir()},
+		SourceCtx:      &types.SystemContext{BigFilesTemporaryDir: s.TmpDir(), BlobInfoCacheDir: s.CacheDir()},
 		DestinationCtx: destSys,
 	}
 	if _, err := copy.Image(ctx, pc, destRef, storeRef{s: s, digest: img.Digest}, copyOpts); err != nil {

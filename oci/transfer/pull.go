@@ -1,4 +1,4 @@
-package oci
+package transfer
 
 import (
 	"archive/tar"
@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/docker"
@@ -20,6 +19,8 @@ import (
 	"go.podman.io/image/v5/oci/layout"
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
+
+	"github.com/bothy-sandbox/bothy/oci"
 )
 
 // PullOptions configures Pull.
@@ -57,7 +58,7 @@ var transports = map[string]types.ImageTransport{
 // reference: "busybox" and "localhost:5000/x:1" mean "docker://…".
 func ParseReference(ref string) (types.ImageReference, error) {
 	if ref == "" {
-		return nil, fmt.Errorf("parse image reference: %w: empty", ErrInvalidName)
+		return nil, fmt.Errorf("parse image reference: %w: empty", oci.ErrInvalidName)
 	}
 	if i := strings.IndexByte(ref, ':'); i > 0 {
 		if t, ok := transports[ref[:i]]; ok {
@@ -73,7 +74,7 @@ func ParseReference(ref string) (types.ImageReference, error) {
 		}
 	}
 	if strings.Contains(ref, "://") {
-		return nil, fmt.Errorf("parse image reference %q: %w: unknown transport", ref, ErrInvalidName)
+		return nil, fmt.Errorf("parse image reference %q: %w: unknown transport", ref, oci.ErrInvalidName)
 	}
 	r, err := docker.ParseReference("//" + ref)
 	if err != nil {
@@ -88,20 +89,20 @@ func ParseReference(ref string) (types.ImageReference, error) {
 // reference if any, else opts.Name. Layers the store already has are not
 // fetched again. A failed pull records nothing and, when no other writer is
 // busy, removes the blobs it added.
-func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image, error) {
+func Pull(ctx context.Context, s *oci.Store, ref string, opts PullOptions) (*oci.Image, error) {
 	src, err := ParseReference(ref)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	var names []string
 	if opts.Name != "" {
-		n, err := NormalizeLocalName(opts.Name)
+		n, err := oci.NormalizeLocalName(opts.Name)
 		if err != nil {
 			return nil, fmt.Errorf("pull %s: %w", ref, err)
 		}
 		names = append(names, n)
 	} else if dr := src.DockerReference(); dr != nil {
-		n, err := NormalizeName(dr.String())
+		n, err := oci.NormalizeName(dr.String())
 		if err != nil {
 			return nil, fmt.Errorf("pull %s: %w", ref, err)
 		}
@@ -109,11 +110,11 @@ func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image,
 	} else if n := layoutImageName(src); n != "" {
 		names = append(names, n)
 	}
-	sys, err := s.sourceContext(opts.AuthFile, opts.TLSVerify, opts.Platform)
+	sys, err := sourceContext(s, opts.AuthFile, opts.TLSVerify, opts.Platform)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	img, err := s.copyIn(ctx, src, sys, opts.Progress, names)
+	img, err := copyIn(ctx, s, src, sys, opts.Progress, names)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
@@ -136,7 +137,7 @@ func layoutImageName(src types.ImageReference) string {
 	if !strings.ContainsAny(image, ":/") {
 		return "" // a bare tag ("latest") names no repository
 	}
-	n, err := NormalizeLocalName(image)
+	n, err := oci.NormalizeLocalName(image)
 	if err != nil {
 		return ""
 	}
@@ -183,7 +184,7 @@ func soleRefName(path string, archive bool) string {
 // or a docker archive (docker save output, optionally compressed), and names
 // it name (local rules; empty leaves it unnamed). The archive must hold
 // exactly one image.
-func (s *Store) ImportArchive(ctx context.Context, path string, name string) (*Image, error) {
+func ImportArchive(ctx context.Context, s *oci.Store, path string, name string) (*oci.Image, error) {
 	t, err := archiveTransport(path)
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
@@ -206,17 +207,17 @@ func (s *Store) ImportArchive(ctx context.Context, path string, name string) (*I
 	}
 	var names []string
 	if name != "" {
-		n, err := NormalizeLocalName(name)
+		n, err := oci.NormalizeLocalName(name)
 		if err != nil {
 			return nil, fmt.Errorf("import %s: %w", path, err)
 		}
 		names = append(names, n)
 	}
-	sys, err := s.sourceContext("", nil, "")
+	sys, err := sourceContext(s, "", nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
-	img, err := s.copyIn(ctx, src, sys, nil, names)
+	img, err := copyIn(ctx, s, src, sys, nil, names)
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
@@ -232,7 +233,7 @@ func archiveTransport(path string) (types.ImageTransport, error) {
 	}
 	if fi.IsDir() {
 		if _, err := os.Stat(filepath.Join(path, v1.ImageLayoutFile)); err != nil {
-			return nil, fmt.Errorf("not an OCI layout (no %s): %w", v1.ImageLayoutFile, ErrInvalidName)
+			return nil, fmt.Errorf("not an OCI layout (no %s): %w", v1.ImageLayoutFile, oci.ErrInvalidName)
 		}
 		return layout.Transport, nil
 	}
@@ -241,7 +242,7 @@ func archiveTransport(path string) (types.ImageTransport, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r, err := decompress(f)
+	r, err := oci.Decompress(f)
 	if err != nil {
 		return nil, err
 	}
@@ -273,11 +274,11 @@ func archiveTransport(path string) (types.ImageTransport, error) {
 }
 
 // sourceContext builds the SystemContext for reading images.
-func (s *Store) sourceContext(authFile string, tlsVerify *bool, platform string) (*types.SystemContext, error) {
+func sourceContext(s *oci.Store, authFile string, tlsVerify *bool, platform string) (*types.SystemContext, error) {
 	sys := &types.SystemContext{
 		AuthFilePath:            authFile,
-		BigFilesTemporaryDir:    s.tmpDir(),
-		BlobInfoCacheDir:        s.cacheDir(),
+		BigFilesTemporaryDir:    s.TmpDir(),
+		BlobInfoCacheDir:        s.CacheDir(),
 		DockerRegistryUserAgent: "bothy",
 	}
 	if tlsVerify != nil {
@@ -285,26 +286,13 @@ func (s *Store) sourceContext(authFile string, tlsVerify *bool, platform string)
 		sys.OCIInsecureSkipTLSVerify = !*tlsVerify
 	}
 	if platform != "" {
-		p, err := parsePlatform(platform)
+		p, err := oci.ParsePlatform(platform)
 		if err != nil {
 			return nil, err
 		}
 		sys.OSChoice, sys.ArchitectureChoice, sys.VariantChoice = p.OS, p.Architecture, p.Variant
 	}
 	return sys, nil
-}
-
-// parsePlatform parses "os/arch[/variant]".
-func parsePlatform(s string) (v1.Platform, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
-		return v1.Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
-	}
-	p := v1.Platform{OS: parts[0], Architecture: parts[1]}
-	if len(parts) == 3 {
-		p.Variant = parts[2]
-	}
-	return p, nil
 }
 
 // policyContext accepts any image: bothy verifies digests, not signatures.
@@ -316,17 +304,17 @@ func policyContext() (*signature.PolicyContext, error) {
 
 // copyIn copies src into the store under gc.lock (shared), checks the
 // result and records names. On failure it records nothing and rolls back.
-func (s *Store) copyIn(ctx context.Context, src types.ImageReference, sys *types.SystemContext, progress io.Writer, names []string) (img *Image, err error) {
-	gc, err := lockFile(ctx, s.gcLockPath(), false)
+func copyIn(ctx context.Context, s *oci.Store, src types.ImageReference, sys *types.SystemContext, progress io.Writer, names []string) (img *oci.Image, err error) {
+	release, err := s.Hold(ctx)
 	if err != nil {
 		return nil, err
 	}
 	dest := &storeDest{s: s}
 	defer func() {
-		gc.Unlock()
+		release()
 		if err != nil {
 			_, created := dest.result()
-			s.rollback(created)
+			s.Rollback(created)
 		}
 	}()
 	pc, err := policyContext()
@@ -338,65 +326,12 @@ func (s *Store) copyIn(ctx context.Context, src types.ImageReference, sys *types
 		RemoveSignatures:      true,
 		ReportWriter:          progress,
 		SourceCtx:             sys,
-		DestinationCtx:        &types.SystemContext{BigFilesTemporaryDir: s.tmpDir(), BlobInfoCacheDir: s.cacheDir()},
+		DestinationCtx:        &types.SystemContext{BigFilesTemporaryDir: s.TmpDir(), BlobInfoCacheDir: s.CacheDir()},
 		ForceManifestMIMEType: v1.MediaTypeImageManifest,
 	})
 	if err != nil {
 		return nil, err
 	}
 	md, _ := dest.result()
-	return s.commitImage(ctx, md, names)
-}
-
-// commitImage checks that image md is complete in the store (manifest and
-// config verified, layers present), then records it with names. The caller
-// holds gc.lock shared.
-func (s *Store) commitImage(ctx context.Context, md digest.Digest, names []string) (*Image, error) {
-	if md == "" {
-		return nil, errors.New("no manifest was written")
-	}
-	data, err := s.imageData(md)
-	if err != nil {
-		return nil, err
-	}
-	img, err := buildImage(md, data, nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range img.Layers {
-		size := l.Size
-		if size < 0 {
-			size = -1
-		}
-		if _, ok := s.hasBlob(l.Digest, size); !ok {
-			return nil, fmt.Errorf("image %s: layer %s missing after copy: %w", md, l.Digest, ErrNotFound)
-		}
-	}
-	// Make the blobs' directory entries durable before a ref points at them.
-	dirs := map[string]bool{}
-	for _, d := range append([]digest.Digest{md, img.ID}, layerDigests(img)...) {
-		dirs[s.blobDir(d.Algorithm())] = true
-	}
-	for dir := range dirs {
-		if err := syncDir(dir); err != nil {
-			return nil, err
-		}
-	}
-	err = s.updateRefs(ctx, func(db *refsDB) error {
-		db.add(md, names...)
-		img.Names = append([]string{}, db.Images[md].Names...)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return img, nil
-}
-
-func layerDigests(img *Image) []digest.Digest {
-	out := make([]digest.Digest, len(img.Layers))
-	for i, l := range img.Layers {
-		out[i] = l.Digest
-	}
-	return out
+	return s.CommitImage(ctx, md, names)
 }

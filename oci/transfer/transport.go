@@ -1,4 +1,4 @@
-package oci
+package transfer
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"go.podman.io/image/v5/image"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/types"
+
+	"github.com/bothy-sandbox/bothy/oci"
 )
 
 // The store as a containers/image transport, so copy.Image can write into
@@ -35,7 +37,7 @@ func (storeTransport) ValidatePolicyConfigurationScope(string) error { return ni
 // storeRef is a store image: the source of a save (digest set) or the
 // destination of a pull (dest set).
 type storeRef struct {
-	s      *Store
+	s      *oci.Store
 	digest digest.Digest // source: manifest digest
 	dest   *storeDest    // destination
 }
@@ -46,14 +48,14 @@ func (r storeRef) Transport() types.ImageTransport { return storeTransport{} }
 
 func (r storeRef) StringWithinTransport() string {
 	if r.digest != "" {
-		return r.s.root + "@" + r.digest.String()
+		return r.s.Root() + "@" + r.digest.String()
 	}
-	return r.s.root
+	return r.s.Root()
 }
 
 func (r storeRef) DockerReference() reference.Named { return nil }
 func (r storeRef) PolicyConfigurationIdentity() string {
-	return r.s.root
+	return r.s.Root()
 }
 func (r storeRef) PolicyConfigurationNamespaces() []string { return nil }
 
@@ -69,7 +71,7 @@ func (r storeRef) NewImageSource(ctx context.Context, sys *types.SystemContext) 
 	if r.digest == "" {
 		return nil, errors.New("bothy-store: reference has no image")
 	}
-	b, err := r.s.readBlob(r.digest, maxManifestSize)
+	b, err := r.s.ReadBlob(r.digest, oci.MaxManifestSize)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +93,7 @@ func (r storeRef) DeleteImage(ctx context.Context, sys *types.SystemContext) err
 // while written and renamed into place; manifests included. It records the
 // blobs it created (for rollback) and the manifest digest.
 type storeDest struct {
-	s *Store
+	s *oci.Store
 
 	mu       sync.Mutex
 	created  []digest.Digest
@@ -123,7 +125,7 @@ func (d *storeDest) PutBlob(ctx context.Context, stream io.Reader, info types.Bl
 	if size < 0 {
 		size = -1
 	}
-	dg, n, created, err := d.s.writeBlob(ctx, stream, info.Digest, size)
+	dg, n, created, err := d.s.WriteBlob(ctx, stream, info.Digest, size)
 	if err != nil {
 		return types.BlobInfo{}, err
 	}
@@ -149,7 +151,7 @@ func (d *storeDest) TryReusingBlob(ctx context.Context, info types.BlobInfo, _ t
 	if size <= 0 {
 		size = -1
 	}
-	n, ok := d.s.hasBlob(info.Digest, size)
+	n, ok := d.s.HasBlob(info.Digest, size)
 	if !ok {
 		return false, types.BlobInfo{}, nil
 	}
@@ -164,7 +166,7 @@ func (d *storeDest) PutManifest(ctx context.Context, m []byte, instanceDigest *d
 	if mt != v1.MediaTypeImageManifest {
 		return fmt.Errorf("bothy-store: manifest type %q, want %s", mt, v1.MediaTypeImageManifest)
 	}
-	dg, created, err := d.s.writeBlobBytes(ctx, m)
+	dg, created, err := d.s.WriteBlobBytes(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -210,13 +212,13 @@ func (src *storeSource) Close() error                    { return nil }
 
 func (src *storeSource) GetManifest(ctx context.Context, instanceDigest *digest.Digest) ([]byte, string, error) {
 	if instanceDigest != nil && *instanceDigest != src.ref.digest {
-		return nil, "", fmt.Errorf("manifest %s: %w", *instanceDigest, ErrNotFound)
+		return nil, "", fmt.Errorf("manifest %s: %w", *instanceDigest, oci.ErrNotFound)
 	}
 	return src.manifest, manifest.GuessMIMEType(src.manifest), nil
 }
 
 func (src *storeSource) GetBlob(ctx context.Context, info types.BlobInfo, _ types.BlobInfoCache) (io.ReadCloser, int64, error) {
-	r, size, err := src.ref.s.openBlob(info.Digest)
+	r, size, err := src.ref.s.OpenBlobSize(info.Digest)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -1,4 +1,4 @@
-package oci
+package transfer
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/bothy-sandbox/bothy/oci"
 )
 
 func TestPullOCIPreservesDigests(t *testing.T) {
@@ -27,7 +29,7 @@ func TestPullOCIPreservesDigests(t *testing.T) {
 	src := ociImage(t, 1, 2)
 	ref := reg.push(t, "app/one:v1", src)
 
-	img, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS()})
+	img, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestPullOCIPreservesDigests(t *testing.T) {
 			t.Errorf("resolve %s: %s, want %s", r, got.Digest, img.Digest)
 		}
 	}
-	if _, err := s.Resolve(ctx, reg.host+"/app/one:v2"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Resolve(ctx, reg.host+"/app/one:v2"); !errors.Is(err, oci.ErrNotFound) {
 		t.Errorf("resolve unknown tag: %v, want ErrNotFound", err)
 	}
 	checkConsistent(t, s)
@@ -100,11 +102,11 @@ func TestPullDockerConvertsToOCI(t *testing.T) {
 	s := newStore(t)
 	src := dockerImage(t, 2, 2)
 	ref := reg.push(t, "docker/img:latest", src)
-	img, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS()})
+	img, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, err := s.readBlob(img.Digest, maxManifestSize)
+	mb, err := s.ReadBlob(img.Digest, oci.MaxManifestSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestPullByDigestAndPlatform(t *testing.T) {
 	)
 	ref := reg.pushIndex(t, "multi:1", idx)
 
-	img, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS(), Platform: "linux/arm64"})
+	img, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS(), Platform: "linux/arm64"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestPullByDigestAndPlatform(t *testing.T) {
 	if img.Config.Architecture != "arm64" {
 		t.Errorf("architecture %q", img.Config.Architecture)
 	}
-	img2, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS(), Platform: "linux/amd64"})
+	img2, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS(), Platform: "linux/amd64"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestPullByDigestAndPlatform(t *testing.T) {
 
 	// By digest: the name recorded is the digested one.
 	byDigest := "docker://" + reg.host + "/multi@" + mustDigest(t, amd.Digest)
-	img3, err := s.Pull(ctx, byDigest, PullOptions{TLSVerify: noTLS()})
+	img3, err := Pull(ctx, s, byDigest, PullOptions{TLSVerify: noTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +206,11 @@ func TestListRemovePrune(t *testing.T) {
 	b := ociImage(t, 21, 1)
 	refA := reg.push(t, "a:1", a)
 	refB := reg.push(t, "b:1", b)
-	imgA, err := s.Pull(ctx, refA, PullOptions{TLSVerify: noTLS()})
+	imgA, err := Pull(ctx, s, refA, PullOptions{TLSVerify: noTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	imgB, err := s.Pull(ctx, refB, PullOptions{TLSVerify: noTLS()})
+	imgB, err := Pull(ctx, s, refB, PullOptions{TLSVerify: noTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +243,7 @@ func TestListRemovePrune(t *testing.T) {
 	if _, err := s.Resolve(ctx, imgA.ShortID()); err != nil {
 		t.Fatalf("A gone after untag: %v", err)
 	}
-	if err := s.Remove(ctx, "mine"); !errors.Is(err, ErrNotFound) {
+	if err := s.Remove(ctx, "mine"); !errors.Is(err, oci.ErrNotFound) {
 		t.Errorf("second remove: %v, want ErrNotFound", err)
 	}
 	// Remove A by its last name, B by ID.
@@ -265,7 +267,7 @@ func TestListRemovePrune(t *testing.T) {
 	if freed < imgA.Size+imgB.Size {
 		t.Errorf("freed %d, want ≥ %d", freed, imgA.Size+imgB.Size)
 	}
-	if _, err := s.OpenBlob(imgA.Layers[0].Digest); !errors.Is(err, ErrNotFound) {
+	if _, err := s.OpenBlob(imgA.Layers[0].Digest); !errors.Is(err, oci.ErrNotFound) {
 		t.Errorf("blob after prune: %v, want ErrNotFound", err)
 	}
 	if snap := snapshot(t, s); !strings.HasPrefix(snap, "refs.json ") || strings.Contains(snap, "\n") {
@@ -283,11 +285,11 @@ func TestPullSharedLayersAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imgBase, err := s.Pull(ctx, reg.push(t, "base:1", base), PullOptions{TLSVerify: noTLS()})
+	imgBase, err := Pull(ctx, s, reg.push(t, "base:1", base), PullOptions{TLSVerify: noTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	imgChild, err := s.Pull(ctx, reg.push(t, "child:1", child), PullOptions{TLSVerify: noTLS()})
+	imgChild, err := Pull(ctx, s, reg.push(t, "child:1", child), PullOptions{TLSVerify: noTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +349,7 @@ func TestPullCorruptBlob(t *testing.T) {
 				bad = mustDigest(t, layers[1].Digest)
 			}
 			reg.hook = corruptingHook(bad, tc.truncate)
-			_, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS()})
+			_, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()})
 			if err == nil {
 				t.Fatal("pull of a corrupt blob succeeded")
 			}
@@ -358,14 +360,14 @@ func TestPullCorruptBlob(t *testing.T) {
 			if after := snapshot(t, s); after != before {
 				t.Errorf("store changed by failed pull:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
-			if _, err := s.Resolve(ctx, reg.host+"/bad:1"); !errors.Is(err, ErrNotFound) {
+			if _, err := s.Resolve(ctx, reg.host+"/bad:1"); !errors.Is(err, oci.ErrNotFound) {
 				t.Errorf("ref recorded for a failed pull: %v", err)
 			}
 			checkConsistent(t, s)
 
 			// Once the registry serves the right bytes, the pull works.
 			reg.hook = nil
-			if _, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS()}); err != nil {
+			if _, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()}); err != nil {
 				t.Fatal(err)
 			}
 			checkConsistent(t, s)
@@ -383,11 +385,11 @@ func TestPullErrors(t *testing.T) {
 		"BadName",
 		"ftp://x/y",
 	} {
-		if _, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS()}); err == nil {
+		if _, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()}); err == nil {
 			t.Errorf("pull %s succeeded", ref)
 		}
 	}
-	if _, err := s.Pull(ctx, "busybox", PullOptions{Platform: "linux"}); err == nil {
+	if _, err := Pull(ctx, s, "busybox", PullOptions{Platform: "linux"}); err == nil {
 		t.Error("bad platform accepted")
 	}
 	checkConsistent(t, s)
@@ -411,14 +413,14 @@ func TestPullAuthFileAndProgress(t *testing.T) {
 	}
 	empty := filepath.Join(t.TempDir(), "empty.json")
 	os.WriteFile(empty, []byte(`{"auths":{}}`), 0o600)
-	if _, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS(), AuthFile: empty}); err == nil {
+	if _, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS(), AuthFile: empty}); err == nil {
 		t.Fatal("pull without credentials succeeded")
 	}
 	auth := filepath.Join(t.TempDir(), "auth.json")
 	cred := base64.StdEncoding.EncodeToString([]byte("user:secret"))
 	os.WriteFile(auth, []byte(`{"auths":{"`+reg.host+`":{"auth":"`+cred+`"}}}`), 0o600)
 	var progress bytes.Buffer
-	if _, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS(), AuthFile: auth, Progress: &progress}); err != nil {
+	if _, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS(), AuthFile: auth, Progress: &progress}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(progress.String(), "Copying") {
@@ -440,7 +442,7 @@ func TestPullCancelled(t *testing.T) {
 		}
 		return false
 	}
-	if _, err := s.Pull(ctx, ref, PullOptions{TLSVerify: noTLS()}); err == nil {
+	if _, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()}); err == nil {
 		t.Fatal("cancelled pull succeeded")
 	}
 	if snap := snapshot(t, s); snap != "" {

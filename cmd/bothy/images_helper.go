@@ -1,0 +1,93 @@
+//go:build !bothy_images
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// The commands that move images in and out of the store run in
+// bothy-images, this CLI built with containers/image (-tags bothy_images,
+// images_local.go), installed beside bothy. The bothy binary links none of
+// it: containers/image's few hundred packages would add about 5 ms of
+// start-up to every command, run and exec included. Each command here hands
+// its whole command line to bothy-images, which parses it, prints its help
+// and errors, and exits with the status bothy then exits with.
+
+func newPullCmd(*globals) *cobra.Command {
+	return delegated("pull REF", "Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)")
+}
+
+func newPushCmd(*globals) *cobra.Command {
+	return delegated("push IMAGE DEST", "Copy an image to a registry (a bare DEST means docker://) or any transport: oci-archive:, oci:, docker-archive:")
+}
+
+func newSaveCmd(*globals) *cobra.Command {
+	return delegated("save IMAGE FILE|TRANSPORT:DEST", "Write an image to an OCI archive (a bare FILE), or oci:DIR, docker-archive:FILE")
+}
+
+func newLoadCmd(*globals) *cobra.Command {
+	return delegated("load ARCHIVE [NAME[:TAG]]", "Load the image in an OCI archive, OCI layout directory or docker archive")
+}
+
+func newBuildCmd(*globals) *cobra.Command {
+	return delegated("build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
+		"Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash")
+}
+
+// delegated is a command that bothy-images runs. Flags are not parsed here:
+// the command gets every argument after its name, the global flags
+// included, and passes them on.
+func delegated(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:                use,
+		Short:              short,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			helper, err := imagesHelper()
+			if err != nil {
+				return err
+			}
+			path := strings.Fields(cmd.CommandPath())[1:] // "pull", or "image pull"
+			c := exec.CommandContext(cmd.Context(), helper, append(path, args...)...)
+			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			// Interrupted, it cleans up as bothy would (a failed pull
+			// leaves nothing).
+			c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
+			c.WaitDelay = 30 * time.Second
+			err = c.Run()
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() > 0 {
+				return exitError{code: ee.ExitCode()} // it printed its error
+			}
+			if err != nil {
+				return fmt.Errorf("run %s: %w", helper, err)
+			}
+			return nil
+		},
+	}
+}
+
+// imagesHelper finds bothy-images: $BOTHY_IMAGES, else beside bothy.
+func imagesHelper() (string, error) {
+	if p := os.Getenv("BOTHY_IMAGES"); p != "" {
+		return p, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(self), "bothy-images")
+	if _, err := os.Stat(p); err != nil {
+		return "", errors.New("bothy-images not found: install it beside the bothy binary or set BOTHY_IMAGES (make build makes it)")
+	}
+	return p, nil
+}

@@ -1,0 +1,227 @@
+//go:build bothy_images
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bothy-sandbox/bothy/build"
+	"github.com/bothy-sandbox/bothy/oci/transfer"
+	"github.com/bothy-sandbox/bothy/plugins"
+)
+
+// The commands that move images in and out of the store, with
+// containers/image: built into bothy-images (-tags bothy_images). The bothy
+// binary runs them there (images_helper.go), so that it starts without
+// containers/image's few hundred packages to initialise.
+
+func newPullCmd(g *globals) *cobra.Command {
+	var (
+		authFile  string
+		tlsVerify bool
+		quiet     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "pull REF",
+		Short: "Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)",
+		Example: `  bothy pull localhost:5000/python:3.12
+  bothy pull oci-archive:/shared/images/task-123.tar
+  bothy pull --tls-verify=false docker://127.0.0.1:5000/busybox:latest`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			opts := transfer.PullOptions{AuthFile: authFile}
+			if cmd.Flags().Changed("tls-verify") {
+				opts.TLSVerify = &tlsVerify
+			}
+			if !quiet {
+				opts.Progress = cmd.ErrOrStderr()
+			}
+			img, err := transfer.Pull(cmd.Context(), s, args[0], opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file (containers-auth.json format)")
+	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	return cmd
+}
+
+// hasTransport reports whether ref names a containers/image transport.
+func hasTransport(ref string) bool {
+	for _, p := range []string{"docker://", "oci:", "oci-archive:", "docker-archive:"} {
+		if strings.HasPrefix(ref, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newPushCmd(g *globals) *cobra.Command {
+	var (
+		authFile  string
+		tlsVerify bool
+		quiet     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "push IMAGE DEST",
+		Short: "Copy an image to a registry (a bare DEST means docker://) or any transport: oci-archive:, oci:, docker-archive:",
+		Example: `  bothy push bothy-runtime:v0.1.0_python_t_3.12 registry.example:5000/runtime:py312
+  bothy push --tls-verify=false myimage 127.0.0.1:5000/myimage:1
+  bothy push myimage oci-archive:/shared/images/myimage.tar`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dest := args[1]
+			if !hasTransport(dest) {
+				dest = "docker://" + dest
+			}
+			return saveImage(cmd, g, args[0], dest, authFile, tlsVerify, quiet)
+		},
+	}
+	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file (containers-auth.json format)")
+	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	return cmd
+}
+
+func newSaveCmd(g *globals) *cobra.Command {
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "save IMAGE FILE|TRANSPORT:DEST",
+		Short: "Write an image to an OCI archive (a bare FILE), or oci:DIR, docker-archive:FILE",
+		Example: `  bothy save bothy-runtime:v0.1.0_bothy-default_t_latest /shared/runtime.tar
+  bothy save busybox docker-archive:/tmp/busybox.tar:busybox:latest`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dest := args[1]
+			if !hasTransport(dest) {
+				dest = "oci-archive:" + dest
+			}
+			return saveImage(cmd, g, args[0], dest, "", true, quiet)
+		},
+	}
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	return cmd
+}
+
+func saveImage(cmd *cobra.Command, g *globals, ref, dest, authFile string, tlsVerify, quiet bool) error {
+	s, err := g.store()
+	if err != nil {
+		return err
+	}
+	opts := transfer.SaveOptions{AuthFile: authFile}
+	if cmd.Flags().Changed("tls-verify") {
+		opts.TLSVerify = &tlsVerify
+	}
+	if !quiet {
+		opts.Progress = cmd.ErrOrStderr()
+	}
+	img, err := s.Resolve(cmd.Context(), ref)
+	if err != nil {
+		return err
+	}
+	if err := transfer.Save(cmd.Context(), s, img.Digest.String(), dest, opts); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+	return nil
+}
+
+func newLoadCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "load ARCHIVE [NAME[:TAG]]",
+		Short: "Load the image in an OCI archive, OCI layout directory or docker archive",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			name := ""
+			if len(args) == 2 {
+				name = args[1]
+			}
+			img, err := transfer.ImportArchive(cmd.Context(), s, args[0], name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+			return nil
+		},
+	}
+}
+
+func newBuildCmd(g *globals) *cobra.Command {
+	var (
+		opts      build.Options
+		pluginArg string
+		format    string
+		tlsVerify bool
+		quiet     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
+		Short: "Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash",
+		Long: `Build a runtime image without Docker: plugin installs and the setup script run in a
+build sandbox (host network), its changes become one layer, the executor the top layer.
+The image gets three tags in bothy-runtime (versioned, lock, source); the same inputs
+reuse the image, a new executor only replaces the top layer. Plugins: ` + strings.Join(plugins.Names(), ", ") + `.`,
+		Example: `  bothy build --plugins jupyter
+  bothy build --base docker.io/library/python:3.12 --setup ./setup.sh --format json
+  bothy run bothy-runtime:v0.1.0_python_t_3.12 -- python3 -V`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("unknown format %q: use text or json", format)
+			}
+			recipes, err := plugins.Parse(pluginArg)
+			if err != nil {
+				return err
+			}
+			opts.Plugins = recipes
+			if cmd.Flags().Changed("tls-verify") {
+				opts.Pull.TLSVerify = &tlsVerify
+			}
+			if !quiet {
+				opts.Progress = cmd.ErrOrStderr()
+			}
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			res, err := build.Build(cmd.Context(), m, opts)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\npath: %s (%.2fs)\n", res.Image, res.Path, res.Seconds)
+			for _, n := range res.Names {
+				fmt.Fprintln(cmd.OutOrStdout(), n)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Base, "base", "", "base image (default: the embedded default image); pulled if not in the store")
+	f.StringVar(&pluginArg, "plugins", "", "comma-separated plugins: "+strings.Join(plugins.Names(), ", "))
+	f.StringVar(&opts.Setup, "setup", "", "shell script run as root in the build sandbox after the plugins")
+	f.BoolVar(&opts.Force, "force", false, "build from the base even if a tagged image exists")
+	f.StringVar(&format, "format", "text", "output format: text or json")
+	f.StringVar(&opts.Pull.AuthFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file for pulling the base")
+	f.BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates when pulling the base")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	return cmd
+}
