@@ -60,14 +60,21 @@ func launcherMain() int {
 	var req *launch.Request
 	pid, err := 0, launch.WaitMapped()
 	if err == nil {
-		req, err = prepare(os.Args[2])
+		req, err = readRequest(os.Args[2])
 	}
 	if err == nil {
-		err = waitGo()
-	}
-	trace.Mark("launcher", "go-ahead")
-	if err == nil {
-		pid, err = start(req)
+		// The bundle is read (and its seccomp profile compiled if need be)
+		// as soon as it is written, while the root filesystem is mounted.
+		b := make(chan *bundle, 1)
+		go func() { b <- readBundle(req) }()
+		err = mountRootfs(req)
+		bd := <-b
+		if err == nil {
+			err = bd.err
+		}
+		if err == nil {
+			pid, err = start(req, bd)
+		}
 	}
 	res := launch.Result{Pid: pid}
 	if err != nil {
@@ -97,60 +104,85 @@ func waitGo() error {
 	return nil
 }
 
-// prepare reads the launch request and mounts the sandbox's root filesystem
-// and overlay volumes, all in the launcher's own mount namespace: they go
-// away with it if the launch is called off.
-func prepare(reqPath string) (*launch.Request, error) {
+// readRequest reads launch.json.
+func readRequest(path string) (*launch.Request, error) {
 	var req launch.Request
-	data, err := os.ReadFile(reqPath)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read launch request: %w", err)
 	}
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("read launch request: %w", err)
 	}
-	// Nothing mounted here may reach the host's mount table.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return nil, fmt.Errorf("make mounts private: %w", err)
-	}
-	if err := mountRootfs(&req, req.Rootfs); err != nil {
-		return nil, err
-	}
-	if err := mountOverlays(&req); err != nil {
-		return nil, err
-	}
-	trace.Mark("launcher", "overlay mounted")
 	return &req, nil
 }
 
-// start starts the sandbox of the bundle that prepare's request names.
-func start(req *launch.Request) (int, error) {
-	var spec specs.Spec
+// mountRootfs mounts the sandbox's root filesystem and overlay volumes, all
+// in the launcher's own mount namespace: they go away with it if the launch
+// is called off.
+func mountRootfs(req *launch.Request) error {
+	// Nothing mounted here may reach the host's mount table.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := mountOverlay(req, req.Rootfs); err != nil {
+		return err
+	}
+	if err := mountOverlays(req); err != nil {
+		return err
+	}
+	trace.Mark("launcher", "overlay mounted")
+	return nil
+}
+
+// bundle is the sandbox's runtime spec and, when the executor loads the
+// seccomp profile itself, the compiled program and its load flags.
+type bundle struct {
+	spec         specs.Spec
+	seccompProg  *os.File
+	seccompFlags uint
+	err          error
+}
+
+// readBundle waits for the go-ahead, then reads config.json.
+func readBundle(req *launch.Request) *bundle {
+	b := &bundle{}
+	if b.err = waitGo(); b.err != nil {
+		return b
+	}
+	trace.Mark("launcher", "go-ahead")
 	data, err := os.ReadFile(req.Bundle + "/config.json")
 	if err != nil {
-		return 0, fmt.Errorf("read bundle: %w", err)
+		b.err = fmt.Errorf("read bundle: %w", err)
+		return b
 	}
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return 0, fmt.Errorf("read bundle: %w", err)
+	if err := json.Unmarshal(data, &b.spec); err != nil {
+		b.err = fmt.Errorf("read bundle: %w", err)
+		return b
 	}
-	if spec.Root == nil || spec.Root.Path != req.Rootfs {
-		return 0, fmt.Errorf("bundle's root is not the prepared %s", req.Rootfs)
+	if b.spec.Root == nil || b.spec.Root.Path != req.Rootfs {
+		b.err = fmt.Errorf("bundle's root is not the prepared %s", req.Rootfs)
+		return b
 	}
+	b.seccompProg, b.seccompFlags, b.err = precompiledSeccomp(&b.spec, req.SeccompCache)
+	return b
+}
+
+// start starts the sandbox of the bundle read for req, on the root
+// filesystem mounted for it.
+func start(req *launch.Request, b *bundle) (int, error) {
+	spec, seccompProg := &b.spec, b.seccompProg
 	// The executor loads a compiled profile itself; libcontainer then has
 	// none to load.
-	seccompProg, seccompFlags, err := precompiledSeccomp(&spec, req.SeccompCache)
-	if err != nil {
-		return 0, err
-	}
 	if seccompProg != nil {
 		defer seccompProg.Close()
 		spec.Linux.Seccomp = nil
 		p := spec.Process
-		p.Args = slices.Concat(p.Args[:1], []string{"--seccomp-fd", strconv.Itoa(seccompFD), "--seccomp-flags", strconv.FormatUint(uint64(seccompFlags), 10)}, p.Args[1:])
+		p.Args = slices.Concat(p.Args[:1], []string{"--seccomp-fd", strconv.Itoa(seccompFD), "--seccomp-flags", strconv.FormatUint(uint64(b.seccompFlags), 10)}, p.Args[1:])
 	}
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:       req.ID,
-		Spec:             &spec,
+		Spec:             spec,
 		RootlessCgroups:  req.Rootless(),
 		UseSystemdCgroup: req.SystemdCgroup,
 		NoNewKeyring:     false,
@@ -166,7 +198,7 @@ func start(req *launch.Request) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create container: %w", err)
 	}
-	pid, err := run(container, &spec, *req, seccompProg)
+	pid, err := run(container, spec, *req, seccompProg)
 	if err != nil {
 		if derr := container.Destroy(); derr != nil {
 			err = fmt.Errorf("%w (and clean up: %v)", err, derr)
@@ -176,9 +208,9 @@ func start(req *launch.Request) (int, error) {
 	return pid, nil
 }
 
-// mountRootfs extracts the layers that are not in the cache yet and mounts
+// mountOverlay extracts the layers that are not in the cache yet and mounts
 // the overlay on target.
-func mountRootfs(req *launch.Request, target string) error {
+func mountOverlay(req *launch.Request, target string) error {
 	cache, err := rootfs.OpenCache(req.LayerCache, req.UnpackOptions())
 	if err != nil {
 		return err
