@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/oci/ocitest"
 )
 
 // ociArchive writes an OCI archive (as the default image's build does) of a
@@ -20,7 +21,7 @@ func ociArchive(t *testing.T, seed int, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	rootfs := filepath.Join(dir, "rootfs.tar")
-	if err := os.WriteFile(rootfs, rootfsTar(t, seed), 0o644); err != nil {
+	if err := os.WriteFile(rootfs, ocitest.RootfsTar(t, seed), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.oci.tar")
@@ -45,13 +46,13 @@ func TestImportOCIArchive(t *testing.T) {
 	if err != nil || got.Digest != img.Digest {
 		t.Fatalf("resolve: %v %v", got, err)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 	// Again: the same image, nothing new.
-	before := snapshot(t, s)
+	before := ocitest.Snapshot(t, s)
 	if again, err := s.ImportOCIArchive(ctx, archive, ""); err != nil || again.Digest != img.Digest {
 		t.Fatalf("second import: %v %v", again, err)
 	}
-	if after := snapshot(t, s); after != before {
+	if after := ocitest.Snapshot(t, s); after != before {
 		t.Errorf("second import changed the store:\n%s\n---\n%s", before, after)
 	}
 }
@@ -136,11 +137,11 @@ func TestImportOCIArchiveRefusesBadInput(t *testing.T) {
 		},
 	} {
 		s := newStore(t)
-		before := snapshot(t, s)
+		before := ocitest.Snapshot(t, s)
 		if _, err := s.ImportOCIArchive(ctx, rewriteArchive(t, good, edit), "bad"); err == nil {
 			t.Errorf("%s: imported", what)
 		}
-		if after := snapshot(t, s); after != before {
+		if after := ocitest.Snapshot(t, s); after != before {
 			t.Errorf("%s: the store changed:\n%s", what, after)
 		}
 		if _, err := s.Resolve(ctx, "bad"); !errors.Is(err, ErrNotFound) {

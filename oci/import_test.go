@@ -10,14 +10,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/ulikunitz/xz"
+
+	"github.com/bothy-sandbox/bothy/oci/ocitest"
 )
 
 func gz(t *testing.T, b []byte) []byte {
@@ -32,7 +37,7 @@ func gz(t *testing.T, b []byte) []byte {
 func TestImport(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	raw := rootfsTar(t, 1)
+	raw := ocitest.RootfsTar(t, 1)
 	img, err := s.Import(ctx, bytes.NewReader(raw), "foo")
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +117,7 @@ func TestImport(t *testing.T) {
 	if _, err := s.Resolve(ctx, "abc"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("3-hex prefix: %v", err)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }
 
 func TestImportRefusesBadInput(t *testing.T) {
@@ -122,16 +127,16 @@ func TestImportRefusesBadInput(t *testing.T) {
 		"empty":     nil,
 		"not tar":   []byte(strings.Repeat("this is not a tar archive\n", 100)),
 		"bad gzip":  append([]byte{0x1f, 0x8b, 8, 0}, bytes.Repeat([]byte{1}, 100)...),
-		"truncated": rootfsTar(t, 1)[:700],
+		"truncated": ocitest.RootfsTar(t, 1)[:700],
 	} {
 		if _, err := s.Import(ctx, bytes.NewReader(in), "x"); err == nil {
 			t.Errorf("%s: import succeeded", name)
 		}
 	}
-	if _, err := s.Import(ctx, bytes.NewReader(rootfsTar(t, 1)), "Bad/Name"); !errors.Is(err, ErrInvalidName) {
+	if _, err := s.Import(ctx, bytes.NewReader(ocitest.RootfsTar(t, 1)), "Bad/Name"); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("bad name: %v", err)
 	}
-	if snap := snapshot(t, s); snap != "" {
+	if snap := ocitest.Snapshot(t, s); snap != "" {
 		t.Errorf("store changed by failed imports:\n%s", snap)
 	}
 }
@@ -139,7 +144,7 @@ func TestImportRefusesBadInput(t *testing.T) {
 func TestAmbiguousID(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	img, err := s.Import(ctx, bytes.NewReader(rootfsTar(t, 1)), "one")
+	img, err := s.Import(ctx, bytes.NewReader(ocitest.RootfsTar(t, 1)), "one")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +180,7 @@ func TestAmbiguousID(t *testing.T) {
 	if err := s.Remove(ctx, img.ShortID()); !errors.Is(err, ErrAmbiguous) {
 		t.Errorf("remove by ambiguous ID: %v", err)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }
 
 func TestImportDiffIDIsUncompressedSHA(t *testing.T) {
@@ -206,7 +211,65 @@ func TestImportDiffIDIsUncompressedSHA(t *testing.T) {
 	if list, _ := s.List(context.Background()); len(list) != 0 {
 		t.Errorf("list after prune: %d", len(list))
 	}
-	if snap := snapshot(t, s); !strings.HasPrefix(snap, "refs.json") || strings.Contains(snap, "\n") {
+	if snap := ocitest.Snapshot(t, s); !strings.HasPrefix(snap, "refs.json") || strings.Contains(snap, "\n") {
 		t.Errorf("store after prune:\n%s", snap)
+	}
+}
+
+// Import takes a rootfs tarball plain or compressed with any of the formats
+// Decompress knows, and the layer (diff ID) is the same.
+func TestImportCompressions(t *testing.T) {
+	plain := ocitest.RootfsTar(t, 7)
+	zs := func() []byte {
+		var buf bytes.Buffer
+		zw, _ := zstd.NewWriter(&buf)
+		zw.Write(plain)
+		zw.Close()
+		return buf.Bytes()
+	}
+	xzb := func() []byte {
+		var buf bytes.Buffer
+		xw, err := xz.NewWriter(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xw.Write(plain)
+		xw.Close()
+		return buf.Bytes()
+	}
+	bz := func() []byte {
+		tool, err := exec.LookPath("bzip2")
+		if err != nil {
+			t.Fatal("requires bzip2 (make setup installs it)")
+		}
+		cmd := exec.Command(tool, "-c")
+		cmd.Stdin = bytes.NewReader(plain)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	s := newStore(t)
+	var diffID string
+	for name, data := range map[string][]byte{"plain": plain, "gzip": gz(t, plain), "zstd": zs(), "xz": xzb(), "bzip2": bz()} {
+		r, err := Decompress(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, plain) {
+			t.Errorf("%s: decompressed %d bytes (%v), want the %d of the tar", name, len(got), err, len(plain))
+		}
+		img, err := s.Import(context.Background(), bytes.NewReader(data), "c-"+name)
+		if err != nil {
+			t.Fatalf("%s: import: %v", name, err)
+		}
+		if d := img.Layers[0].DiffID.String(); diffID == "" {
+			diffID = d
+		} else if d != diffID {
+			t.Errorf("%s: diff ID %s, want %s", name, d, diffID)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/bothy-sandbox/bothy/oci/ocitest"
 )
 
 func TestOpenBlobVerifies(t *testing.T) {
@@ -95,7 +97,7 @@ func TestWriteBlobRefusesMismatch(t *testing.T) {
 	if _, ok := s.HasBlob(want, -1); ok {
 		t.Error("refused blob stored")
 	}
-	if tmp := tmpEntries(t, s); len(tmp) != 0 {
+	if tmp := ocitest.TmpEntries(t, s); len(tmp) != 0 {
 		t.Errorf("temporary files left: %v", tmp)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -108,7 +110,7 @@ func TestWriteBlobRefusesMismatch(t *testing.T) {
 func TestCorruptStoredImage(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	img, err := s.Import(ctx, bytes.NewReader(rootfsTar(t, 1)), "foo")
+	img, err := s.Import(ctx, bytes.NewReader(ocitest.RootfsTar(t, 1)), "foo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestOpenEmptyRoot(t *testing.T) {
 func TestHoldKeepsPruneOff(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	img, err := s.Import(ctx, bytes.NewReader(rootfsTar(t, 1)), "") // dangling: prunable
+	img, err := s.Import(ctx, bytes.NewReader(ocitest.RootfsTar(t, 1)), "") // dangling: prunable
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func TestHoldKeepsPruneOff(t *testing.T) {
 		done <- err
 	}()
 	// Pulls and imports still work while held.
-	if _, err := s.Import(ctx, bytes.NewReader(rootfsTar(t, 2)), "other"); err != nil {
+	if _, err := s.Import(ctx, bytes.NewReader(ocitest.RootfsTar(t, 2)), "other"); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -192,5 +194,5 @@ func TestHoldKeepsPruneOff(t *testing.T) {
 	if _, err := s.OpenBlob(img.Layers[0].Digest); !errors.Is(err, ErrNotFound) {
 		t.Errorf("dangling image's layer after prune: %v", err)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }

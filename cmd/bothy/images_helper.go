@@ -17,7 +17,7 @@ import (
 // The commands that move images in and out of the store run in
 // bothy-images, this CLI built with containers/image (-tags bothy_images,
 // images_local.go), installed beside bothy. The bothy binary links none of
-// it: containers/image's few hundred packages would add about 5 ms of
+// it: containers/image's few hundred packages would add about 4 ms of
 // start-up to every command, run and exec included. Each command here hands
 // its whole command line to bothy-images, which parses it, prints its help
 // and errors, and exits with the status bothy then exits with.

@@ -67,13 +67,11 @@ func launcherMain() int {
 		// as soon as it is written, while the root filesystem is mounted.
 		b := make(chan *bundle, 1)
 		go func() { b <- readBundle(req) }()
-		err = mountRootfs(req)
-		bd := <-b
-		if err == nil {
-			err = bd.err
-		}
-		if err == nil {
-			pid, err = start(req, bd)
+		if err = mountRootfs(req); err == nil {
+			bd := <-b
+			if err = bd.err; err == nil {
+				pid, err = start(req, bd)
+			}
 		}
 	}
 	res := launch.Result{Pid: pid}

@@ -144,6 +144,18 @@ func TestCompiledSeccomp(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("cache holds %d entries, want 1", len(entries))
 	}
+	// The profile's flags become the executor's load flags (TSYNC it
+	// always sets itself).
+	flagged := &specs.Spec{Process: spec.Process, Linux: &specs.Linux{Seccomp: testProfile()}}
+	flagged.Linux.Seccomp.Flags = []specs.LinuxSeccompFlag{specs.LinuxSeccompFlagLog, "SECCOMP_FILTER_FLAG_TSYNC"}
+	f4, flags, err := precompiledSeccomp(flagged, dir)
+	if err != nil || f4 == nil {
+		t.Fatalf("flagged profile: %v %v", f4, err)
+	}
+	f4.Close()
+	if flags != unix.SECCOMP_FILTER_FLAG_LOG {
+		t.Errorf("flags %#x, want LOG", flags)
+	}
 	// A different profile is another program.
 	other := &specs.Spec{Process: spec.Process, Linux: &specs.Linux{Seccomp: testProfile()}}
 	other.Linux.Seccomp.DefaultAction = specs.ActKillProcess

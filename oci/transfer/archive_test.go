@@ -21,6 +21,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/bothy-sandbox/bothy/oci"
+	"github.com/bothy-sandbox/bothy/oci/ocitest"
 )
 
 // writeLayout writes img as an OCI layout directory with ref name refName.
@@ -150,20 +151,20 @@ func TestImportArchives(t *testing.T) {
 
 	// Not an archive.
 	junk := filepath.Join(dir, "junk.tar")
-	os.WriteFile(junk, rootfsTar(t, 1), 0o644)
+	os.WriteFile(junk, ocitest.RootfsTar(t, 1), 0o644)
 	if _, err := ImportArchive(ctx, s, junk, "junk"); err == nil {
 		t.Error("import of a rootfs tar as an image archive succeeded")
 	}
 	if _, err := ImportArchive(ctx, s, dir, "junk"); !errors.Is(err, oci.ErrInvalidName) {
 		t.Errorf("import of a plain directory: %v", err)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }
 
 func TestSaveRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	img, err := s.Import(ctx, bytes.NewReader(rootfsTar(t, 3)), "saved:1")
+	img, err := s.Import(ctx, bytes.NewReader(ocitest.RootfsTar(t, 3)), "saved:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestSaveRoundTrip(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), img.Layers[0].Digest.Encoded()) {
 		t.Errorf("save of a corrupt image: %v", err)
 	}
-	checkConsistent(t, s2)
+	ocitest.CheckConsistent(t, s2)
 	_ = io.Discard
 }
 

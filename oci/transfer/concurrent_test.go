@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/bothy-sandbox/bothy/oci"
+	"github.com/bothy-sandbox/bothy/oci/ocitest"
 )
 
 // Environment of a child process of TestConcurrentProcesses.
@@ -136,7 +137,7 @@ func worker(ctx context.Context, s *oci.Store, host string, n int) error {
 	return nil
 }
 
-// rootfsTarBytes is rootfsTar without a testing.TB, for child processes.
+// rootfsTarBytes is ocitest.RootfsTar without a testing.TB, for child processes.
 var rootfsTarBytes = func() func(int) []byte {
 	var mu sync.Mutex
 	cache := map[int][]byte{}
@@ -146,7 +147,7 @@ var rootfsTarBytes = func() func(int) []byte {
 		if b, ok := cache[i]; ok {
 			return b
 		}
-		b := rootfsTar(nopTB{}, i)
+		b := ocitest.RootfsTar(nopTB{}, i)
 		cache[i] = b
 		return b
 	}
@@ -178,7 +179,7 @@ func concRegistry(t *testing.T) *testRegistry {
 func checkFinal(t *testing.T, s *oci.Store, host string) {
 	t.Helper()
 	ctx := context.Background()
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 	for i := 0; i < 3; i++ {
 		if _, err := Pull(ctx, s, fmt.Sprintf("docker://%s/conc/img%d:latest", host, i), PullOptions{TLSVerify: noTLS()}); err != nil {
 			t.Fatal(err)
@@ -190,7 +191,7 @@ func checkFinal(t *testing.T, s *oci.Store, host string) {
 	if _, err := s.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 	// Whatever the first prune left, no image uses: a second one must find
 	// nothing (and Verify, in checkConsistent, that every image is whole).
 	if freed, err := s.Prune(ctx); err != nil || freed != 0 {

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/bothy-sandbox/bothy/oci"
+	"github.com/bothy-sandbox/bothy/oci/ocitest"
 )
 
 func TestPullOCIPreservesDigests(t *testing.T) {
@@ -93,7 +94,7 @@ func TestPullOCIPreservesDigests(t *testing.T) {
 	if _, err := s.Resolve(ctx, reg.host+"/app/one:v2"); !errors.Is(err, oci.ErrNotFound) {
 		t.Errorf("resolve unknown tag: %v, want ErrNotFound", err)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }
 
 func TestPullDockerConvertsToOCI(t *testing.T) {
@@ -119,7 +120,7 @@ func TestPullDockerConvertsToOCI(t *testing.T) {
 			t.Errorf("layer %d digest %s, want %s (no recompression)", i, got, want)
 		}
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }
 
 func TestPullByDigestAndPlatform(t *testing.T) {
@@ -171,7 +172,7 @@ func TestPullByDigestAndPlatform(t *testing.T) {
 	if img3.Digest != img2.Digest || !contains(img3.Names, want) {
 		t.Errorf("pull by digest: %s %v, want %s with %s", img3.Digest, img3.Names, img2.Digest, want)
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }
 
 func withPlatform(t *testing.T, img ggcr.Image, os, arch string) ggcr.Image {
@@ -270,7 +271,7 @@ func TestListRemovePrune(t *testing.T) {
 	if _, err := s.OpenBlob(imgA.Layers[0].Digest); !errors.Is(err, oci.ErrNotFound) {
 		t.Errorf("blob after prune: %v, want ErrNotFound", err)
 	}
-	if snap := snapshot(t, s); !strings.HasPrefix(snap, "refs.json ") || strings.Contains(snap, "\n") {
+	if snap := ocitest.Snapshot(t, s); !strings.HasPrefix(snap, "refs.json ") || strings.Contains(snap, "\n") {
 		t.Errorf("store after prune:\n%s", snap)
 	}
 }
@@ -303,7 +304,7 @@ func TestPullSharedLayersAndPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The shared layer survives: the child still uses it.
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 	if _, err := s.Resolve(ctx, reg.host+"/child:1"); err != nil {
 		t.Fatal(err)
 	}
@@ -337,10 +338,10 @@ func TestPullCorruptBlob(t *testing.T) {
 			reg := newRegistry(t)
 			s := newStore(t)
 			// Something already in the store must stay as it is.
-			if _, err := s.Import(ctx, strings.NewReader(string(rootfsTar(t, 1))), "keep"); err != nil {
+			if _, err := s.Import(ctx, strings.NewReader(string(ocitest.RootfsTar(t, 1))), "keep"); err != nil {
 				t.Fatal(err)
 			}
-			before := snapshot(t, s)
+			before := ocitest.Snapshot(t, s)
 			src := ociImage(t, 40, 2)
 			ref := reg.push(t, "bad:1", src)
 			bad := mustDigest(t, src.ConfigName)
@@ -357,20 +358,20 @@ func TestPullCorruptBlob(t *testing.T) {
 			if !strings.Contains(err.Error(), strings.TrimPrefix(bad, "sha256:")) {
 				t.Errorf("error does not name blob %s: %v", bad, err)
 			}
-			if after := snapshot(t, s); after != before {
+			if after := ocitest.Snapshot(t, s); after != before {
 				t.Errorf("store changed by failed pull:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 			if _, err := s.Resolve(ctx, reg.host+"/bad:1"); !errors.Is(err, oci.ErrNotFound) {
 				t.Errorf("ref recorded for a failed pull: %v", err)
 			}
-			checkConsistent(t, s)
+			ocitest.CheckConsistent(t, s)
 
 			// Once the registry serves the right bytes, the pull works.
 			reg.hook = nil
 			if _, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()}); err != nil {
 				t.Fatal(err)
 			}
-			checkConsistent(t, s)
+			ocitest.CheckConsistent(t, s)
 		})
 	}
 }
@@ -392,8 +393,8 @@ func TestPullErrors(t *testing.T) {
 	if _, err := Pull(ctx, s, "busybox", PullOptions{Platform: "linux"}); err == nil {
 		t.Error("bad platform accepted")
 	}
-	checkConsistent(t, s)
-	if snap := snapshot(t, s); snap != "" {
+	ocitest.CheckConsistent(t, s)
+	if snap := ocitest.Snapshot(t, s); snap != "" {
 		t.Errorf("store changed by failed pulls:\n%s", snap)
 	}
 }
@@ -426,7 +427,7 @@ func TestPullAuthFileAndProgress(t *testing.T) {
 	if !strings.Contains(progress.String(), "Copying") {
 		t.Errorf("no progress written: %q", progress.String())
 	}
-	checkConsistent(t, s)
+	ocitest.CheckConsistent(t, s)
 }
 
 func TestPullCancelled(t *testing.T) {
@@ -445,7 +446,7 @@ func TestPullCancelled(t *testing.T) {
 	if _, err := Pull(ctx, s, ref, PullOptions{TLSVerify: noTLS()}); err == nil {
 		t.Fatal("cancelled pull succeeded")
 	}
-	if snap := snapshot(t, s); snap != "" {
+	if snap := ocitest.Snapshot(t, s); snap != "" {
 		t.Errorf("store changed by a cancelled pull:\n%s", snap)
 	}
 }
