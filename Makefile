@@ -115,6 +115,21 @@ test-rootless: test-bins ## Run every test as an unprivileged user ($(TEST_USER)
 		./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV); \
 	fi
 
+# One package, both ways, while working on it: make test-pkg PKG=./sandbox RUN=TestEscape
+.PHONY: test-pkg
+test-pkg: build ## Test one package (PKG=./dir, optional RUN=regexp) as root and as $(TEST_USER).
+	@test -n "$(PKG)" || { echo "usage: make test-pkg PKG=./sandbox [RUN=TestName]" >&2; exit 2; }
+	@d=$(BIN)/tests-pkg/$$(echo $(PKG) | tr -c 'a-zA-Z0-9\n' _); rm -rf $$d && mkdir -p $$d; \
+	n=$$($(GO) list $(PKG) | sed 's|github.com/bothy-sandbox/bothy/||; s|/|_|g'); \
+	$(GO) test -c $(GOFLAGS_BUILD) -o $$d/$$n.test $(PKG) && chmod -R a+rX $(BIN) && \
+	TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d "" $(TEST_ENV) && \
+	if [ "$$(id -u)" = 0 ]; then \
+		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
+		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
+		./scripts/delegate-cgroups.sh $(TEST_USER) >/dev/null; \
+		TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d $(TEST_USER) $(TEST_ENV); \
+	fi
+
 .PHONY: delegate-cgroups
 delegate-cgroups: ## As root: give CGROUP_USER (default $(TEST_USER)) the cgroup subtree rootless limits need (idempotent).
 	@./scripts/delegate-cgroups.sh $${CGROUP_USER:-$(TEST_USER)}

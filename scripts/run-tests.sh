@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-tests.sh DIR USER [VAR=VALUE...]: run every compiled test binary in DIR
 # (built by `make test-bins`), each in its package directory, as USER (empty:
-# the caller). Prints one line per package and a closing count.
+# the caller). Prints one line per package and a closing count. TEST_RUN, when
+# set, is passed as -test.run (make test-pkg).
 set -uo pipefail
 dir=$1 user=$2
 shift 2
@@ -10,6 +11,8 @@ logs=$(mktemp -d /tmp/bothy-tests.XXXXXX)
 chmod 755 "$logs"
 pass=0 fail=0 skip=0 failed_pkgs=()
 who=${user:-$(id -un)}
+run=()
+[ -n "${TEST_RUN:-}" ] && run=(-test.run "$TEST_RUN")
 echo "== tests as $who ($(id -u "$who" 2>/dev/null || id -u))"
 for bin in "$dir"/*.test; do
 	name=$(basename "$bin" .test)
@@ -21,9 +24,9 @@ for bin in "$dir"/*.test; do
 		home=$(getent passwd "$user" | cut -d: -f6)
 		(cd "$pkgdir" && setpriv --reuid="$user" --regid="$user" --init-groups \
 			env -i PATH="$PATH" HOME="$home" USER="$user" TMPDIR=/tmp "$@" \
-			"$bin" -test.v -test.timeout 15m) >"$log" 2>&1
+			"$bin" -test.v -test.timeout 15m "${run[@]}") >"$log" 2>&1
 	else
-		(cd "$pkgdir" && env "$@" "$bin" -test.v -test.timeout 15m) >"$log" 2>&1
+		(cd "$pkgdir" && env "$@" "$bin" -test.v -test.timeout 15m "${run[@]}") >"$log" 2>&1
 	fi
 	rc=$?
 	ms=$((($(date +%s%N) - start) / 1000000)); secs=$((ms / 1000)).$((ms % 1000 / 100))
