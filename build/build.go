@@ -2,7 +2,10 @@ package build
 
 import (
 	"archive/tar"
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -21,6 +24,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/netns"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -59,9 +63,15 @@ type Options struct {
 	Base string
 	// Plugins to install, e.g. from plugins.Parse.
 	Plugins []plugins.Recipe
-	// Setup is a shell script run (sh, as root, host network) after the
-	// plugins; empty: none.
+	// Setup is a shell script run (sh, as root) after the plugins; empty:
+	// none.
 	Setup string
+	// Network is the build sandbox's network mode (see netns): "none", its
+	// own namespace with loopback only, or "host", the host's namespace,
+	// which plugin installs and setup scripts that download need. Empty:
+	// DefaultNetwork. It is not an input of the tags: the same inputs built
+	// with another network reuse the image.
+	Network string
 	// Force builds from the base whatever tags exist, and moves all three.
 	Force bool
 	// Pull configures the pull of a base image not in the store.
@@ -98,10 +108,22 @@ type Result struct {
 	Seconds float64 `json:"seconds"`
 }
 
+// DefaultNetwork is the build sandbox's network when Options.Network is
+// empty: no network at all. A build runs the base image's own programs as
+// root, so the host's network (its loopback-only services, raw sockets on its
+// interfaces) is given only when asked for.
+const DefaultNetwork = sandbox.NetworkNone
+
 // excluded are paths of a build sandbox's upper directory that belong to the
 // runtime, not the image: mount points the runtime creates, and the
-// executor's directory (the executor layer provides it).
+// executor's directory (the executor layer provides it; the setup script is
+// copied there, see setupDir).
 var excluded = []string{".bothy", "dev", "proc", "sys", "etc/hosts", "etc/hostname", "etc/resolv.conf"}
+
+// setupDir is the directory of the build sandbox the setup script is copied
+// to: one that excluded leaves out of the layer, so that even a script the
+// build could not remove never reaches the image.
+const setupDir = "/.bothy"
 
 // Build makes (or finds) the runtime image for opts. On error nothing is
 // left behind: no image, no tag, no build sandbox.
@@ -149,6 +171,11 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		}
 		setupSum = sha256Hex(b.setup)
 	}
+	network, err := netns.Parse(cmp.Or(b.opts.Network, DefaultNetwork))
+	if err != nil {
+		return nil, fmt.Errorf("build network: %w", err)
+	}
+	b.opts.Network = string(network)
 	b.execPath = b.m.Executor()
 	if b.execPath == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
@@ -337,12 +364,12 @@ func (b *builder) executorHistory() v1.History {
 	return v1.History{Created: &b.epoch, CreatedBy: "bothy build: executor sha256:" + b.execSum}
 }
 
-// runSteps starts a build sandbox of img with host network, runs the plugin
-// installs and the setup script in it, and commits its upper directory as a
-// layer. The sandbox is removed whatever happens.
+// runSteps starts a build sandbox of img with the build's network, runs the
+// plugin installs and the setup script in it, and commits its upper directory
+// as a layer. The sandbox is removed whatever happens.
 func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Composer) (layer oci.Layer, err error) {
 	sb, err := b.m.Create(ctx, sandbox.CreateOptions{
-		Image: img.Digest.String(), Network: sandbox.NetworkHost,
+		Image: img.Digest.String(), Network: b.opts.Network,
 		Labels: map[string]string{"io.bothy.build": "1"},
 	})
 	if err != nil {
@@ -375,15 +402,7 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 		b.res.Installed = append(b.res.Installed, r.Name)
 	}
 	if b.setup != nil {
-		// The socket directory is the host's, mounted in: the script runs
-		// from there and never lands in the image.
-		script := filepath.Join(filepath.Dir(sb.Socket), "setup.sh")
-		if err := os.WriteFile(script, b.setup, 0o600); err != nil {
-			return oci.Layer{}, fmt.Errorf("setup script: %w", err)
-		}
-		b.logf("running setup script %s", b.opts.Setup)
-		req := api.RunRequest{Argv: []string{"/bin/sh", sandbox.SocketDir + "/setup.sh"}, Timeout: timeout.Seconds()}
-		if err := b.step(ctx, c, "setup script "+b.opts.Setup, req); err != nil {
+		if err := b.runSetup(ctx, c, timeout); err != nil {
 			return oci.Layer{}, err
 		}
 	}
@@ -395,6 +414,32 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 	return b.addLayer(ctx, comp, func(w io.Writer) error {
 		return launch.DiffAs(ctx, b.m.Init(), b.m.Mapping(), sb.UpperDir, w, rootfs.DiffOptions{Epoch: b.epoch, Exclude: excluded})
 	})
+}
+
+// runSetup runs the setup script in the build sandbox. The script travels
+// through the executor's file API and is written by the executor, inside the
+// sandbox, to a fresh name under /.bothy (left out of the layer), created
+// exclusively; the host writes nothing into a directory the base image's
+// programs, which ran before, could have filled with symlinks. It is removed
+// after it ran.
+func (b *builder) runSetup(ctx context.Context, c *client.Client, timeout time.Duration) error {
+	var rnd [12]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return fmt.Errorf("setup script: %w", err)
+	}
+	script := setupDir + "/setup-" + hex.EncodeToString(rnd[:]) + ".sh"
+	if _, err := c.WriteFile(ctx, script, bytes.NewReader(b.setup), client.WriteOptions{Mode: 0o600, Exclusive: true}); err != nil {
+		return fmt.Errorf("setup script %s: copy into the build sandbox: %w", b.opts.Setup, err)
+	}
+	b.logf("running setup script %s", b.opts.Setup)
+	req := api.RunRequest{Argv: []string{"/bin/sh", script}, Timeout: timeout.Seconds()}
+	if err := b.step(ctx, c, "setup script "+b.opts.Setup, req); err != nil {
+		return err
+	}
+	if err := c.Delete(ctx, script, false); err != nil && !errors.Is(err, api.ErrNotFound) {
+		return fmt.Errorf("setup script %s: remove from the build sandbox: %w", b.opts.Setup, err)
+	}
+	return nil
 }
 
 // step runs one command in the build sandbox, streaming its output to the
@@ -437,6 +482,9 @@ func (b *builder) step(ctx context.Context, c *client.Client, what string, req a
 		}
 		if st.Signal != "" {
 			status = "killed by " + st.Signal
+		}
+		if b.opts.Network == sandbox.NetworkNone {
+			text += "\n(the build sandbox has no network: a step that downloads, as plugin installs do, needs --build-network host)"
 		}
 		return fmt.Errorf("%s %s: %s", what, status, text)
 	}

@@ -135,7 +135,9 @@ func TestBuildPaths(t *testing.T) {
 	s := m.Store()
 	setup := writeFile(t, setupScript)
 	epoch := time.Unix(1700000000, 0)
-	opts := build.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: setup, Epoch: epoch}
+	// apt downloads from Debian's archive: the build sandbox needs the
+	// host's network, which it has only when asked for.
+	opts := build.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: setup, Epoch: epoch, Network: sandbox.NetworkHost}
 	if testing.Verbose() {
 		opts.Progress = os.Stderr
 	}
@@ -276,8 +278,12 @@ func TestBuildFailures(t *testing.T) {
 		{"missing setup file", build.Options{Setup: "/nonexistent/setup.sh"}, []string{"setup", "/nonexistent/setup.sh"}},
 		{"base not in registry", build.Options{Base: host + "/nope/missing:1", Pull: transfer.PullOptions{TLSVerify: &noTLS}}, []string{"base image", "nope/missing"}},
 		{"base archive missing", build.Options{Base: "oci-archive:/nonexistent/base.tar"}, []string{"base image", "/nonexistent/base.tar"}},
-		{"failing plugin", build.Options{Plugins: []plugins.Recipe{{Name: "bad", Packages: []string{"no-such-package-bothy"}, Check: "false"}}},
+		{"failing plugin", build.Options{Plugins: []plugins.Recipe{{Name: "bad", Packages: []string{"no-such-package-bothy"}, Check: "false"}}, Network: sandbox.NetworkHost},
 			[]string{"plugin bad", "no-such-package-bothy"}},
+		// The default network is none: apt cannot reach the archive, and
+		// the error says what to do.
+		{"plugin without network", build.Options{Plugins: []plugins.Recipe{jqRecipe}}, []string{"plugin jq-test", "--build-network host"}},
+		{"unknown network", build.Options{Network: "bridged"}, []string{"build network", `"bridged"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "failing plugin" && testing.Short() {
@@ -343,7 +349,8 @@ func TestBuildFailures(t *testing.T) {
 func TestBuildSingleMapping(t *testing.T) {
 	ctx := context.Background()
 	m := newManagerNS(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t), launch.MapSingle)
-	res, err := build.Build(ctx, m, build.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: writeFile(t, setupScript)})
+	// apt downloads: the host's network, explicitly.
+	res, err := build.Build(ctx, m, build.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: writeFile(t, setupScript), Network: sandbox.NetworkHost})
 	if err != nil {
 		t.Fatal(err)
 	}

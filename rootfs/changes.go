@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ChangeKind is how a path differs between an overlay's lower layers and its
@@ -53,30 +55,31 @@ func (k *ChangeKind) UnmarshalText(b []byte) error {
 // namespace. Nothing is followed out of the trees: symlinks are entries.
 //
 // A running sandbox can change its upper directory while it is read: the
-// upper directory is walked through an [os.Root], so swapping a directory
-// for a symlink cannot lead the walk out of it.
+// upper directory is walked one name at a time in directories held open,
+// without following a symlink (see openDirAt), so swapping a directory for a
+// symlink cannot lead the walk, or a lookup of an attribute, out of it.
 func Changes(upper string, lowers []string) ([]Change, error) {
-	root, err := os.OpenRoot(upper)
+	top, err := os.Open(upper)
 	if err != nil {
 		return nil, fmt.Errorf("diff %s: %w", upper, err)
 	}
-	defer root.Close()
+	defer top.Close()
 	var out []Change
-	var walk func(rel string, lowerVisible bool) error
-	walk = func(rel string, lowerVisible bool) error {
-		dir := filepath.Join(upper, filepath.FromSlash(rel))
-		entries, err := readDirIn(root, rel)
+	var walk func(dir *os.File, rel string, lowerVisible bool) error
+	walk = func(dir *os.File, rel string, lowerVisible bool) error {
+		names, err := dir.Readdirnames(-1)
 		if err != nil {
-			return fmt.Errorf("diff %s: %w", dir, err)
+			return fmt.Errorf("diff %s: %w", filepath.Join(upper, filepath.FromSlash(rel)), err)
 		}
-		for _, e := range entries {
-			p := path.Join(rel, e.Name())
-			full := filepath.Join(dir, e.Name())
-			st, err := root.Lstat(p)
+		slices.Sort(names)
+		for _, name := range names {
+			p := path.Join(rel, name)
+			full := filepath.Join(upper, filepath.FromSlash(p))
+			st, err := lstatAt(dir, name)
 			if err != nil {
 				return fmt.Errorf("diff %s: %w", full, err)
 			}
-			if isWhiteout(full, st) {
+			if isOverlayWhiteout(attrPath(dir, name), st.Mode, st.Rdev, st.Size) {
 				if lowerVisible && lowerHas(lowers, p) {
 					out = append(out, Change{Deleted, "/" + p})
 				}
@@ -88,46 +91,37 @@ func Changes(upper string, lowers []string) ([]Change, error) {
 				kind = Changed
 			}
 			out = append(out, Change{kind, "/" + p})
-			if !st.IsDir() {
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				continue
 			}
+			sub, err := openDirAt(dir, name)
+			if err != nil {
+				return fmt.Errorf("diff %s: %w", full, err)
+			}
 			childVisible := inLower && lowerIsDir(lowers, p)
-			if childVisible && isOverlayOpaque(full) {
+			if childVisible && isOverlayOpaque(attrPath(dir, name)) {
 				// Everything the lowers had in it is gone, bar what
 				// the upper directory holds again.
-				for _, name := range lowerNames(lowers, p) {
-					if !upperHas(full, name) {
-						out = append(out, Change{Deleted, "/" + path.Join(p, name)})
+				for _, n := range lowerNames(lowers, p) {
+					if !upperHas(sub, n) {
+						out = append(out, Change{Deleted, "/" + path.Join(p, n)})
 					}
 				}
 				childVisible = false
 			}
-			if err := walk(p, childVisible); err != nil {
+			err = walk(sub, p, childVisible)
+			sub.Close()
+			if err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if err := walk("", true); err != nil {
+	if err := walk(top, "", true); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
-}
-
-// readDirIn lists directory rel ("" for the top) of root, sorted by name.
-func readDirIn(root *os.Root, rel string) ([]fs.DirEntry, error) {
-	if rel == "" {
-		rel = "."
-	}
-	f, err := root.Open(rel)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	entries, err := f.ReadDir(-1)
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, err
 }
 
 // isWhiteout is isOverlayWhiteout for an os.Lstat result.
@@ -206,17 +200,20 @@ func lowerNames(lowers []string, rel string) []string {
 	return names
 }
 
-func upperHas(dir, name string) bool {
-	st, err := os.Lstat(filepath.Join(dir, name))
-	return err == nil && !isWhiteout(filepath.Join(dir, name), st)
+// upperHas reports an entry name, not a whiteout, in the open upper
+// directory dir.
+func upperHas(dir *os.File, name string) bool {
+	st, err := lstatAt(dir, name)
+	return err == nil && !isOverlayWhiteout(attrPath(dir, name), st.Mode, st.Rdev, st.Size)
 }
 
 // Export copies what changes (from [Changes] of upper) added or changed into
 // dst, a new or empty directory, as plain files of the caller: directories,
 // regular files with their permission bits (no setuid, setgid or sticky
 // bit), and symlinks as links, never followed. Deletions have no
-// representation there. Writes go through an [os.Root] on dst, so nothing
-// lands outside it.
+// representation there. Writes go through an [os.Root] on dst, created
+// exclusively, so nothing lands outside it; reads through one on upper, and
+// only regular files are opened (see openRegularAt).
 func Export(upper string, changes []Change, dst string) error {
 	if entries, err := os.ReadDir(dst); err == nil && len(entries) > 0 {
 		return fmt.Errorf("export to %s: directory is not empty", dst)
@@ -273,16 +270,18 @@ func exportOne(root, src *os.Root, rel string) error {
 		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
 			return err
 		}
-		// O_NONBLOCK: a FIFO swapped in since the Lstat must not hang
-		// the export; it is refused below.
-		in, err := src.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		// A FIFO or device node swapped in since the Lstat is refused
+		// before it is opened (see openRegularAt).
+		parent, err := src.Open(path.Dir(rel))
+		if err != nil {
+			return err
+		}
+		defer parent.Close()
+		in, err := openRegularAt(parent, path.Base(rel), nil)
 		if err != nil {
 			return err
 		}
 		defer in.Close()
-		if ist, err := in.Stat(); err != nil || !ist.Mode().IsRegular() {
-			return fmt.Errorf("%s changed while it was exported", rel)
-		}
 		out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm()|0o600)
 		if err != nil {
 			return err

@@ -2,12 +2,12 @@ package rootfs
 
 import (
 	"archive/tar"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -42,13 +42,22 @@ type DiffOptions struct {
 // directories (overlay.opaque = "y", trusted or user namespace) get a
 // ".wh..wh..opq" entry. Extended attributes other than overlay's own and
 // security.selinux are kept. Sockets are left out.
+//
+// The sandbox wrote dir: it is walked one name at a time in directories held
+// open, without following a symlink, and only regular files are opened (see
+// openRegularAt), so nothing outside dir is read, whatever it holds.
 func WriteDiff(w io.Writer, dir string, opts DiffOptions) error {
 	tw := tar.NewWriter(w)
 	d := &differ{tw: tw, epoch: opts.Epoch, links: map[[2]uint64]string{}, exclude: map[string]bool{}}
 	for _, e := range opts.Exclude {
 		d.exclude[strings.Trim(path.Clean("/"+e), "/")] = true
 	}
-	if err := d.walk(dir, ""); err != nil {
+	top, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("read upper directory: %w", err)
+	}
+	defer top.Close()
+	if err := d.walk(top, ""); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {
@@ -64,15 +73,12 @@ type differ struct {
 	exclude map[string]bool
 }
 
-// walk writes the children of directory abs (layer path rel, "" for the root).
-func (d *differ) walk(abs, rel string) error {
-	entries, err := os.ReadDir(abs)
+// walk writes the children of the open directory dir (layer path rel, ""
+// for the root).
+func (d *differ) walk(dir *os.File, rel string) error {
+	names, err := dir.Readdirnames(-1)
 	if err != nil {
-		return fmt.Errorf("read upper directory: %w", err)
-	}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name()
+		return fmt.Errorf("read upper directory %s: %w", cmp.Or(rel, "/"), err)
 	}
 	slices.Sort(names)
 	for _, name := range names {
@@ -84,19 +90,21 @@ func (d *differ) walk(abs, rel string) error {
 			// In a layer the name would delete a file, not be one.
 			return fmt.Errorf("%s: names starting with %q are reserved for whiteouts: %w", p, whiteoutPrefix, ErrUnsupportedUpper)
 		}
-		if err := d.entry(filepath.Join(abs, name), p); err != nil {
+		if err := d.entry(dir, name, p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (d *differ) entry(abs, rel string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(abs, &st); err != nil {
+// entry writes the entry name of the open directory dir, at layer path rel.
+func (d *differ) entry(dir *os.File, name, rel string) error {
+	st, err := lstatAt(dir, name)
+	if err != nil {
 		return fmt.Errorf("stat %s: %w", rel, err)
 	}
-	xattrs, err := readXattrs(abs)
+	attrs := attrPath(dir, name)
+	xattrs, err := readXattrs(attrs)
 	if err != nil {
 		return fmt.Errorf("read attributes of %s: %w", rel, err)
 	}
@@ -106,7 +114,7 @@ func (d *differ) entry(abs, rel string) error {
 		}
 	}
 	mode := st.Mode & unix.S_IFMT
-	if isOverlayWhiteout(abs, st.Mode, st.Rdev, st.Size) {
+	if isOverlayWhiteout(attrs, st.Mode, st.Rdev, st.Size) {
 		dir, base := path.Split(rel)
 		return d.write(&tar.Header{Typeflag: tar.TypeReg, Name: dir + whiteoutPrefix + base, Mode: 0, ModTime: d.markerTime()})
 	}
@@ -127,6 +135,11 @@ func (d *differ) entry(abs, rel string) error {
 	}
 	switch mode {
 	case unix.S_IFDIR:
+		sub, err := openDirAt(dir, name)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", rel, err)
+		}
+		defer sub.Close()
 		h.Typeflag, h.Name = tar.TypeDir, rel+"/"
 		if err := d.write(h); err != nil {
 			return err
@@ -136,7 +149,7 @@ func (d *differ) entry(abs, rel string) error {
 				return err
 			}
 		}
-		return d.walk(abs, rel)
+		return d.walk(sub, rel)
 	case unix.S_IFREG:
 		if st.Nlink > 1 {
 			key := [2]uint64{uint64(st.Dev), st.Ino}
@@ -147,7 +160,7 @@ func (d *differ) entry(abs, rel string) error {
 			d.links[key] = rel
 		}
 		h.Typeflag, h.Size = tar.TypeReg, st.Size
-		f, err := os.Open(abs)
+		f, err := openRegularAt(dir, name, st)
 		if err != nil {
 			return fmt.Errorf("open %s: %w", rel, err)
 		}
@@ -162,7 +175,7 @@ func (d *differ) entry(abs, rel string) error {
 		}
 		return nil
 	case unix.S_IFLNK:
-		target, err := os.Readlink(abs)
+		target, err := readlinkAt(dir, name)
 		if err != nil {
 			return fmt.Errorf("read link %s: %w", rel, err)
 		}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -65,10 +68,60 @@ func TestBuildShip(t *testing.T) {
 		{[]string{"build", "--plugins", "nope"}, "unknown plugin"},
 		{[]string{"build", "--format", "yaml"}, "unknown format"},
 		{[]string{"build", "--setup", "/nonexistent/s.sh"}, "/nonexistent/s.sh"},
+		{[]string{"build", "--build-network", "bridged"}, `unknown network mode "bridged"`},
 		{[]string{"push", "no/such:image", "oci-archive:/tmp/x.tar"}, "not found"},
 	} {
 		if _, errOut, code := c.run("", tc.args...); code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("bothy %s: exit %d, stderr %q, want %q", strings.Join(tc.args, " "), code, errOut, tc.want)
+		}
+	}
+}
+
+// TestBuildNetworkFlag: without --build-network the build sandbox cannot
+// reach a service on the host's loopback; with --build-network host it can.
+// The host listener's count is the proof.
+func TestBuildNetworkFlag(t *testing.T) {
+	c := newCLI(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conn.Close()
+		}
+	}()
+	setup := filepath.Join(t.TempDir(), "setup.sh")
+	script := fmt.Sprintf("if nc -w 5 127.0.0.1 %d </dev/null >/dev/null; then echo reached; else echo blocked; fi > /net-result\n", l.Addr().(*net.TCPAddr).Port)
+	if err := os.WriteFile(setup, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "blocked"},
+		{[]string{"--build-network", "none"}, "blocked"},
+		{[]string{"--build-network", "host"}, "reached"},
+	} {
+		before := accepted.Load()
+		var res struct{ Image string }
+		args := append([]string{"build", "-q", "--force", "--setup", setup, "--format", "json"}, tc.args...)
+		if err := json.Unmarshal([]byte(c.ok(args...)), &res); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.TrimSpace(c.ok("run", "--rm", res.Image, "--", "cat", "/net-result"))
+		n := accepted.Load() - before
+		if got != tc.want || (n > 0) != (tc.want == "reached") {
+			t.Errorf("bothy %s: the script says %q and the host listener accepted %d connections, want %s",
+				strings.Join(args, " "), got, n, tc.want)
 		}
 	}
 }

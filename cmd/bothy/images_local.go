@@ -174,10 +174,12 @@ func newBuildCmd(g *globals) *cobra.Command {
 		Use:   "build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
 		Short: "Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash",
 		Long: `Build a runtime image without Docker: plugin installs and the setup script run in a
-build sandbox (host network), its changes become one layer, the executor the top layer.
+build sandbox, its changes become one layer, the executor the top layer. The build sandbox
+has no network unless --build-network host is given: plugin installs download from Debian's
+archive and need it (the base image's programs then run on the host's network, as root).
 The image gets three tags in bothy-runtime (versioned, lock, source); the same inputs
 reuse the image, a new executor only replaces the top layer. Plugins: ` + strings.Join(plugins.Names(), ", ") + `.`,
-		Example: `  bothy build --plugins jupyter
+		Example: `  bothy build --plugins jupyter --build-network host
   bothy build --base docker.io/library/python:3.12 --setup ./setup.sh --format json
   bothy run bothy-runtime:v0.1.0_python_t_3.12 -- python3 -V`,
 		Args: cobra.NoArgs,
@@ -219,6 +221,8 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 	f.StringVar(&pluginArg, "plugins", "", "comma-separated plugins: "+strings.Join(plugins.Names(), ", "))
 	f.StringVar(&opts.Setup, "setup", "", "shell script run as root in the build sandbox after the plugins")
 	f.BoolVar(&opts.Force, "force", false, "build from the base even if a tagged image exists")
+	f.StringVar(&opts.Network, "build-network", build.DefaultNetwork,
+		"network of the build sandbox: none (loopback only) or host (the host's: plugin installs need it)")
 	f.StringVar(&format, "format", "text", "output format: text or json")
 	f.StringVar(&opts.Pull.AuthFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file for pulling the base")
 	f.BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates when pulling the base")

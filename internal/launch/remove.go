@@ -6,9 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 )
 
 // RemoveArg turns the binary into a remover: files that a sandbox under a
@@ -33,16 +33,23 @@ func removeMain() int {
 
 // RemoveTree removes a directory tree, first making directories writable:
 // overlay work directories and extracted layers may hold mode-000 dirs.
+// Sandboxes write these trees: os.RemoveAll never follows a symlink
+// (unlinkat, and openat with O_NOFOLLOW), and the directories are made
+// writable through an [os.Root] on dir, whose Chmod does not follow one out
+// of it either.
 func RemoveTree(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
-	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(path, 0o700)
-		}
-		return nil
-	})
+	if root, err := os.OpenRoot(dir); err == nil {
+		_ = fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = root.Chmod(path, 0o700)
+			}
+			return nil
+		})
+		root.Close()
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
