@@ -2,6 +2,7 @@ package build
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -353,7 +354,7 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 			err = fmt.Errorf("remove build sandbox: %w", rerr)
 		}
 	}()
-	c := client.New(sb.Socket)
+	c := sb.Client()
 	defer c.Close()
 	timeout := b.opts.StepTimeout
 	if timeout <= 0 {
@@ -375,14 +376,14 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 		b.res.Installed = append(b.res.Installed, r.Name)
 	}
 	if b.setup != nil {
-		// The socket directory is the host's, mounted in: the script runs
-		// from there and never lands in the image.
-		script := filepath.Join(filepath.Dir(sb.Socket), "setup.sh")
-		if err := os.WriteFile(script, b.setup, 0o600); err != nil {
+		// The script goes in through the executor, under /.bothy, which
+		// the layer excludes: it never lands in the image.
+		const script = "/.bothy/setup.sh"
+		if _, err := c.WriteFile(ctx, script, bytes.NewReader(b.setup), client.WriteOptions{Mode: 0o700}); err != nil {
 			return oci.Layer{}, fmt.Errorf("setup script: %w", err)
 		}
 		b.logf("running setup script %s", b.opts.Setup)
-		req := api.RunRequest{Argv: []string{"/bin/sh", sandbox.SocketDir + "/setup.sh"}, Timeout: timeout.Seconds()}
+		req := api.RunRequest{Argv: []string{"/bin/sh", script}, Timeout: timeout.Seconds()}
 		if err := b.step(ctx, c, "setup script "+b.opts.Setup, req); err != nil {
 			return oci.Layer{}, err
 		}
@@ -458,7 +459,7 @@ func (b *builder) executorLayer(ctx context.Context, comp *oci.Composer) (oci.La
 }
 
 // writeExecutorLayer writes the executor layer's tar: /.bothy/bin/bothy-executor
-// and the /.bothy/run mount point, owned by root, times at epoch.
+// and its directories, owned by root, times at epoch.
 func writeExecutorLayer(w io.Writer, executor string, epoch time.Time) error {
 	f, err := os.Open(executor)
 	if err != nil {
@@ -470,15 +471,12 @@ func writeExecutorLayer(w io.Writer, executor string, epoch time.Time) error {
 		return fmt.Errorf("executor layer: %w", err)
 	}
 	binPath := strings.TrimPrefix(sandbox.ExecutorPath, "/")
-	runPath := strings.TrimPrefix(sandbox.SocketDir, "/")
 	tw := tar.NewWriter(w)
 	dirs := []string{}
 	for d := filepath.Dir(binPath); d != "."; d = filepath.Dir(d) {
 		dirs = append(dirs, d)
 	}
-	dirs = append(dirs, runPath)
 	slices.Sort(dirs)
-	dirs = slices.Compact(dirs)
 	for _, d := range dirs {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
 			return err
