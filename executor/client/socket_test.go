@@ -173,3 +173,41 @@ func TestStatSocket(t *testing.T) {
 		t.Errorf("StatSocket of nothing: %v", err)
 	}
 }
+
+// BenchmarkDial compares a first request (a new connection) with and
+// without the socket identity check.
+func BenchmarkDial(b *testing.B) {
+	dir, err := os.MkdirTemp("", "bxc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "e.sock")
+	s, err := executor.New(executor.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := executor.Listen(sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Serve(ctx, ln)
+	id, err := client.StatSocket(sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, opts := range map[string][]client.Option{"plain": nil, "verified": {client.WithSocketIdentity(id)}} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				c := client.New(sock, opts...)
+				if err := c.Alive(ctx); err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+	}
+}
