@@ -380,7 +380,7 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 			err = fmt.Errorf("remove build sandbox: %w", rerr)
 		}
 	}()
-	c := client.New(sb.Socket)
+	c := sb.Client()
 	defer c.Close()
 	timeout := b.opts.StepTimeout
 	if timeout <= 0 {
@@ -506,7 +506,7 @@ func (b *builder) executorLayer(ctx context.Context, comp *oci.Composer) (oci.La
 }
 
 // writeExecutorLayer writes the executor layer's tar: /.bothy/bin/bothy-executor
-// and the /.bothy/run mount point, owned by root, times at epoch.
+// and its directories, owned by root, times at epoch.
 func writeExecutorLayer(w io.Writer, executor string, epoch time.Time) error {
 	f, err := os.Open(executor)
 	if err != nil {
@@ -518,15 +518,12 @@ func writeExecutorLayer(w io.Writer, executor string, epoch time.Time) error {
 		return fmt.Errorf("executor layer: %w", err)
 	}
 	binPath := strings.TrimPrefix(sandbox.ExecutorPath, "/")
-	runPath := strings.TrimPrefix(sandbox.SocketDir, "/")
 	tw := tar.NewWriter(w)
 	dirs := []string{}
 	for d := filepath.Dir(binPath); d != "."; d = filepath.Dir(d) {
 		dirs = append(dirs, d)
 	}
-	dirs = append(dirs, runPath)
 	slices.Sort(dirs)
-	dirs = slices.Compact(dirs)
 	for _, d := range dirs {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
 			return err

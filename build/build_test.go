@@ -25,7 +25,6 @@ import (
 
 	"github.com/bothy-sandbox/bothy/build"
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
@@ -101,7 +100,7 @@ func sh(t *testing.T, m *sandbox.Manager, image, cmd string) string {
 		t.Fatalf("sandbox of %s: %v", image, err)
 	}
 	defer m.Remove(ctx, sb.ID, true)
-	res, err := client.New(sb.Socket).Run(ctx, api.RunRequest{Cmd: cmd, Timeout: 60})
+	res, err := sb.Client().Run(ctx, api.RunRequest{Cmd: cmd, Timeout: 60})
 	if err != nil {
 		t.Fatal(err)
 	}

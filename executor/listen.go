@@ -63,6 +63,37 @@ func Listen(path string) (net.Listener, error) {
 	return &unixListener{Listener: ln, path: path}, nil
 }
 
+// ListenFD returns the listener of an inherited descriptor: a Unix stream
+// socket that is already listening, bound by whoever started the executor
+// (bothy binds it in the sandbox's state directory on the host, where
+// nothing in the sandbox can reach its file). The descriptor is duplicated
+// close-on-exec and the original closed, so no process the executor starts
+// inherits it. Closing the listener leaves the socket file alone: it is not
+// the executor's.
+func ListenFD(fd int) (net.Listener, error) {
+	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil {
+		return nil, fmt.Errorf("listen fd %d: not a socket: %w", fd, err)
+	}
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return nil, fmt.Errorf("listen fd %d: %w", fd, err)
+	}
+	if domain != unix.AF_UNIX || typ != unix.SOCK_STREAM {
+		return nil, fmt.Errorf("listen fd %d: not a Unix stream socket", fd)
+	}
+	if on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || on != 1 {
+		return nil, fmt.Errorf("listen fd %d: the socket is not listening", fd)
+	}
+	f := os.NewFile(uintptr(fd), "listen-fd")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listen fd %d: %w", fd, err)
+	}
+	return ln, nil
+}
+
 // removeStale removes a socket nobody answers on.
 func removeStale(path string) error {
 	fi, err := os.Lstat(path)

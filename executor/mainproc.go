@@ -21,20 +21,30 @@ type mainProc struct {
 // stderr appended to logPath (the executor's own when logPath is empty).
 // Its state is reported in GET /v1/info; MainDone is closed when it exits.
 func (s *Server) StartMain(argv []string, logPath string) error {
+	if logPath == "" {
+		return s.startMain(argv, os.Stdout, os.Stderr)
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return fmt.Errorf("create main log directory: %w", err)
+	}
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("open main log: %w", err)
+	}
+	defer f.Close() // the child has its own copy
+	return s.startMain(argv, f, f)
+}
+
+// StartMainFile is StartMain with stdout and stderr going to out, a file
+// the executor was handed (bothy opens the main log on the host, in the
+// sandbox's state directory, and passes it down: --main-log-fd).
+func (s *Server) StartMainFile(argv []string, out *os.File) error {
+	return s.startMain(argv, out, out)
+}
+
+func (s *Server) startMain(argv []string, out, errOut *os.File) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("start main command: empty argv")
-	}
-	out, errOut := os.Stdout, os.Stderr
-	if logPath != "" {
-		if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-			return fmt.Errorf("create main log directory: %w", err)
-		}
-		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			return fmt.Errorf("open main log: %w", err)
-		}
-		defer f.Close() // the child has its own copy
-		out, errOut = f, f
 	}
 	path, err := lookPath(argv[0], s.env, "")
 	if err != nil {

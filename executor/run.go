@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,8 +22,11 @@ const DefaultGrace = 5 * time.Second
 
 // Config is what cmd/bothy-executor turns its flags into.
 type Config struct {
-	// Socket is the path of the API socket.
-	Socket string
+	// Listener, when set, is the API's listener (see ListenFD); Socket is
+	// then only its name in the log. Otherwise Run listens on Socket, the
+	// path of the API socket (see Listen).
+	Listener net.Listener
+	Socket   string
 	// Ready, when set, receives "ready\n" once the socket answers (and the
 	// main command, if any, has started) and is then closed.
 	Ready io.WriteCloser
@@ -34,9 +38,11 @@ type Config struct {
 	// Grace is the time between the forwarded signal and SIGKILL.
 	Grace time.Duration
 	// Main is the optional main command, started once the socket answers;
-	// its output is appended to MainLog (the executor's stdout/stderr when
-	// empty).
+	// its output goes to MainOut when set (an inherited file, see
+	// --main-log-fd), else is appended to MainLog (the executor's
+	// stdout/stderr when empty).
 	Main    []string
+	MainOut *os.File
 	MainLog string
 	// ExitWithMain ends the executor when the main command exits, with the
 	// main command's exit code; otherwise the executor keeps serving.
@@ -96,9 +102,12 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	defer s.Close()
-	ln, err := Listen(cfg.Socket)
-	if err != nil {
-		return 1, err
+	ln := cfg.Listener
+	if ln == nil {
+		ln, err = Listen(cfg.Socket)
+		if err != nil {
+			return 1, err
+		}
 	}
 	serveCtx, stopServe := context.WithCancel(context.Background())
 	defer stopServe()
@@ -107,7 +116,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	log.Info("serving", "socket", cfg.Socket, "pid", os.Getpid(), "reaper", r.Mode().String())
 
 	if len(cfg.Main) > 0 {
-		if err := s.StartMain(cfg.Main, cfg.MainLog); err != nil {
+		start := func() error { return s.StartMain(cfg.Main, cfg.MainLog) }
+		if cfg.MainOut != nil {
+			start = func() error { return s.StartMainFile(cfg.Main, cfg.MainOut) }
+		}
+		if err := start(); err != nil {
 			s.shutdown(sigs, syscall.SIGTERM, cfg.Grace)
 			return 1, err
 		}

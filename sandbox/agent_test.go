@@ -95,7 +95,7 @@ func TestSessionOOMKilled(t *testing.T) {
 	m := newManager(t)
 	ctx := context.Background()
 	sb := createLimited(t, m, sandbox.CreateOptions{Limits: sandbox.Limits{Memory: 96 << 20}})
-	c := client.New(sb.Socket)
+	c := sb.Client()
 	defer c.Close()
 	bomb := "python3 -c 'bytearray(300 << 20)'"
 	res, err := c.RunSession(ctx, api.DefaultSession, api.SessionRunRequest{Command: bomb, Blocking: true})

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
@@ -66,7 +67,7 @@ func installProbe(t *testing.T, sb *sandbox.Sandbox, probe string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := client.New(sb.Socket).WriteFile(context.Background(), "/probe", f, client.WriteOptions{Mode: 0o755}); err != nil {
+	if _, err := sb.Client().WriteFile(context.Background(), "/probe", f, client.WriteOptions{Mode: 0o755}); err != nil {
 		t.Fatalf("copy probe into sandbox: %v", err)
 	}
 }
@@ -77,7 +78,7 @@ func runIn(t *testing.T, sb *sandbox.Sandbox, req api.RunRequest) *api.RunResult
 	if req.Timeout == 0 {
 		req.Timeout = 30
 	}
-	res, err := client.New(sb.Socket).Run(context.Background(), req)
+	res, err := sb.Client().Run(context.Background(), req)
 	if err != nil {
 		t.Fatalf("run %q %q: %v", req.Argv, req.Cmd, err)
 	}
@@ -318,5 +319,79 @@ func TestSeccompProgram(t *testing.T) {
 	installProbe(t, open, probe)
 	if got := run(t, open, fmt.Sprintf("/probe errno %d", mseal)); got == "errno: 38" || got == "errno: 1" {
 		t.Errorf("mseal unconfined: %q: this kernel lacks it, or a filter is loaded", got)
+	}
+}
+
+// TestEscapeExecutorSocket attacks the executor's socket from inside as
+// root: the sandbox must have no writable host directory mounted (once,
+// /.bothy/run was the host directory holding the socket), and taking over
+// the socket's old path must not divert the host's requests.
+func TestEscapeExecutorSocket(t *testing.T) {
+	probe := buildProbe(t)
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installProbe(t, sb, probe)
+	before, err := os.Lstat(sb.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if res := runIn(t, sb, api.RunRequest{Argv: []string{"/probe", "host-binds"}}); res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "blocked:") {
+		t.Errorf("host-binds: exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if got := run(t, sb, "test -e /.bothy/run && echo present || echo absent"); got != "absent" {
+		t.Errorf("/.bothy/run is %s in the sandbox", got)
+	}
+	// Of the sandbox's state directory (the socket, state.json, the logs,
+	// the bundle) only the three /etc files are mounted in: files the host
+	// writes once at create and never reads back.
+	for _, line := range strings.Split(run(t, sb, "cat /proc/self/mountinfo"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || !strings.Contains(f[3], "/sb/"+sb.ID+"/") {
+			continue
+		}
+		if name, ok := strings.CutPrefix(f[4], "/etc/"); !ok || !strings.HasSuffix(f[3], "/sb/"+sb.ID+"/etc/"+name) ||
+			(name != "hosts" && name != "hostname" && name != "resolv.conf") {
+			t.Errorf("a path of the state directory is mounted in the sandbox: %s", line)
+		}
+	}
+
+	// Root in the sandbox renames what is at the socket's old path (and,
+	// were it the host's directory, the socket) and listens there.
+	const path = "/.bothy/run/api.sock"
+	p, err := sb.Client().Start(ctx, api.RunRequest{Argv: []string{"/probe", "hijack-socket", path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Client().Remove(context.Background(), p.ID) })
+	// Once it listens, a request diverted to it is answered "hijacked".
+	for i := 0; ; i++ {
+		got := run(t, sb, "test -e "+path+".ready && echo ready || echo not")
+		if got == "hijacked" {
+			t.Fatal("the host's request was answered by the sandbox's listener")
+		}
+		if got == "ready" {
+			break
+		}
+		if i > 200 {
+			t.Fatal("the hijacking listener never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The host's requests still reach the executor, and the listener saw
+	// none of them.
+	if got := run(t, sb, "echo genuine"); got != "genuine" {
+		t.Fatalf("the host's request was answered by the sandbox's listener: %q", got)
+	}
+	if got := run(t, sb, "cat "+path+".log"); got != "" {
+		t.Errorf("the sandbox's listener received the host's requests:\n%s", got)
+	}
+	after, err := os.Lstat(sb.Socket)
+	if err != nil || !os.SameFile(before, after) || after.Mode().Type() != os.ModeSocket {
+		t.Errorf("the host's socket %s changed: %v %v", sb.Socket, after, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -143,10 +144,11 @@ type CreateOptions struct {
 	Env     []string
 	Workdir string
 	Network string // NetworkNone (default) or NetworkHost
-	// APIKey, when set, is required by the executor on every route but /alive.
+	// APIKey is required by the executor on every route but /alive; empty:
+	// a random key of the sandbox's own (Sandbox.APIKey).
 	APIKey string
 	// Cmd, when set, is started by the executor at boot; its output goes to
-	// the sandbox's log.
+	// main.log in the sandbox's state directory.
 	Cmd        []string
 	AutoRemove bool
 	Labels     map[string]string
@@ -195,6 +197,11 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := opts.Security.validate(); err != nil {
 		return nil, err
 	}
+	if opts.APIKey == "" {
+		opts.APIKey = newAPIKey()
+	} else if err := validateAPIKey(opts.APIKey); err != nil {
+		return nil, err
+	}
 	if m.opts.Executor == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
 	}
@@ -235,7 +242,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 			_ = m.cleanup(id, opts.Name, m.mapping)
 		}
 	}()
-	for _, d := range []string{dir, filepath.Join(dir, socketDir), filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
+	for _, d := range []string{dir, filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
 		filepath.Join(upperRoot, "work")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create sandbox directory: %w", err)
@@ -249,6 +256,22 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	// What the host connects to and reads is made here, in the state
+	// directory, and inherited by the executor.
+	sock, sockID, err := listenSocket(m.paths.SocketPath(id))
+	if err != nil {
+		return nil, err
+	}
+	defer sock.Close()
+	files := []*os.File{sock} // launch.LauncherListenFD
+	if len(opts.Cmd) > 0 {
+		mainLog, err := openMainLog(filepath.Join(dir, mainLogName))
+		if err != nil {
+			return nil, err
+		}
+		defer mainLog.Close()
+		files = append(files, mainLog) // launch.LauncherMainLogFD
+	}
 	imageName := opts.Image
 	if imageName == "" {
 		imageName = DefaultImage
@@ -260,6 +283,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		Mounts: mounts,
 		Limits: cgroup.Limits, LimitsIgnored: cgroup.Ignored, Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd,
 		Security: opts.Security,
+		APIKey:   opts.APIKey, SocketIdentity: sockID,
 	}
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
@@ -268,7 +292,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		ID: id, Bundle: dir, Rootfs: filepath.Join(dir, "rootfs"), Layers: layers, LayerCache: m.LayerDir(),
 		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
 		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
-		SystemdCgroup: cgroup.Systemd, SeccompCache: m.paths.seccompCache(),
+		SystemdCgroup: cgroup.Systemd, SeccompCache: m.paths.seccompCache(), MainLog: len(opts.Cmd) > 0,
 	}
 	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
 		return nil, err
@@ -276,7 +300,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	// The launcher starts now, mounts the root filesystem and waits for the
 	// bundle: its start-up (and the cgroup grace period, see
 	// warmCgroupMigration) overlaps ours.
-	lp, err := m.startLauncher(ctx, sb, dir)
+	lp, err := m.startLauncher(ctx, sb, dir, files)
 	if err != nil {
 		return nil, err
 	}
@@ -294,18 +318,17 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if workdir == "" {
 		workdir = img.Config.Config.WorkingDir
 	}
-	args := []string{ExecutorPath, "--socket", SocketDir + "/" + socketName, "--ready-fd", "3"}
+	args := []string{ExecutorPath, "--ready-fd", "3", "--listen-fd", strconv.Itoa(launch.ExecutorListenFD)}
 	if len(opts.Cmd) > 0 {
-		args = append(append(args, "--main-log", SocketDir+"/main.log", "--"), opts.Cmd...)
+		args = append(append(args, "--main-log-fd", strconv.Itoa(launch.ExecutorMainLogFD), "--"), opts.Cmd...)
 	}
+	// The executor removes the key from the environment its processes get.
 	env := append(append([]string{}, img.Config.Config.Env...), opts.Env...)
-	if opts.APIKey != "" {
-		env = append(env, "BOTHY_API_KEY="+opts.APIKey)
-	}
+	env = append(env, "BOTHY_API_KEY="+opts.APIKey)
 	spec, err := buildSpec(specInput{
 		ID: id, Hostname: hostname, Rootfs: req.Rootfs, Rootless: sb.Rootless,
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
-		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
+		EtcDir: filepath.Join(dir, "etc"), Args: args,
 		Mounts: m.specMounts(id, mounts),
 		Cgroup: cgroup, Security: opts.Security,
 	})
@@ -346,8 +369,9 @@ type launcher struct {
 // startLauncher starts the launcher in fresh namespaces. It initialises,
 // enters its namespaces and mounts the root filesystem (launch.json) while
 // the caller writes the bundle, then waits on fd 4 for run (or abort) before
-// it reads config.json.
-func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*launcher, error) {
+// it reads config.json. files are passed on to the executor (from fd 5:
+// launch.LauncherListenFD).
+func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (*launcher, error) {
 	reportR, reportW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -360,7 +384,7 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string) (*
 	}
 	lp := &launcher{reportR: reportR, goW: goW, stderr: &bytes.Buffer{}}
 	cmd := exec.CommandContext(ctx, m.opts.Init, launch.Arg, filepath.Join(dir, "launch.json"))
-	cmd.ExtraFiles = []*os.File{reportW, goR} // fds 3 and 4
+	cmd.ExtraFiles = append([]*os.File{reportW, goR}, files...) // fds 3, 4, then files
 	cmd.Stderr = lp.stderr
 	// A killed launcher's stray descendants must not hold Wait on its
 	// stderr pipe.

@@ -94,5 +94,5 @@ func (p Paths) ensure() error {
 
 // SocketPath is the host path of a sandbox's executor socket.
 func (p Paths) SocketPath(id string) string {
-	return filepath.Join(p.dir(id), socketDir, socketName)
+	return filepath.Join(p.dir(id), socketName)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
@@ -57,7 +56,7 @@ func newManagerNS(t *testing.T, userns string) *sandbox.Manager {
 
 func run(t *testing.T, sb *sandbox.Sandbox, cmd string) string {
 	t.Helper()
-	res, err := client.New(sb.Socket).Run(context.Background(), api.RunRequest{Cmd: cmd, Wait: true, Timeout: 30})
+	res, err := sb.Client().Run(context.Background(), api.RunRequest{Cmd: cmd, Wait: true, Timeout: 30})
 	if err != nil {
 		t.Fatalf("run %q: %v", cmd, err)
 	}
@@ -118,7 +117,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		}
 	}
 	// The executor binary is read-only inside.
-	res, err := client.New(sb.Socket).Run(ctx, api.RunRequest{Cmd: "echo x >> " + sandbox.ExecutorPath, Wait: true})
+	res, err := sb.Client().Run(ctx, api.RunRequest{Cmd: "echo x >> " + sandbox.ExecutorPath, Wait: true})
 	if err != nil || res.ExitCode == 0 {
 		t.Errorf("executor binary is writable inside the sandbox: %v %+v", err, res)
 	}
@@ -254,7 +253,7 @@ func TestConcurrentSandboxes(t *testing.T) {
 				return
 			}
 			ids <- sb.ID
-			res, err := client.New(sb.Socket).Run(ctx, api.RunRequest{Cmd: fmt.Sprintf("echo %d > /f; cat /f; ls / | wc -l", i), Wait: true})
+			res, err := sb.Client().Run(ctx, api.RunRequest{Cmd: fmt.Sprintf("echo %d > /f; cat /f; ls / | wc -l", i), Wait: true})
 			if err != nil {
 				errs <- err
 				return
@@ -382,7 +381,7 @@ func TestIDMapping(t *testing.T) {
 			}
 			// A file the sandbox gives to uid 1000 lands in the upper dir
 			// owned by the host id that 1000 maps to.
-			_, errOut := client.New(sb.Socket).Run(ctx, api.RunRequest{Cmd: "touch /tmp/f && chown 1000:1000 /tmp/f && mkdir -p /tmp/d/e && chown -R 1000 /tmp/d && chmod 500 /tmp/d", Wait: true})
+			_, errOut := sb.Client().Run(ctx, api.RunRequest{Cmd: "touch /tmp/f && chown 1000:1000 /tmp/f && mkdir -p /tmp/d/e && chown -R 1000 /tmp/d && chmod 500 /tmp/d", Wait: true})
 			if errOut != nil {
 				t.Fatal(errOut)
 			}

@@ -16,9 +16,10 @@ import (
 // Paths inside every sandbox.
 const (
 	// ExecutorPath is where the executor binary is bind-mounted, read-only.
+	// Nothing else of bothy's is mounted into a sandbox but /etc/hosts,
+	// /etc/hostname and /etc/resolv.conf: the executor's socket is
+	// inherited (see listenSocket).
 	ExecutorPath = "/.bothy/bin/bothy-executor"
-	// SocketDir is where the directory holding the API socket is mounted.
-	SocketDir = "/.bothy/run"
 )
 
 // Network modes, as netns names them.
@@ -45,7 +46,6 @@ type specInput struct {
 	Env          []string // image env, then the user's
 	Workdir      string
 	Executor     string // host path of the executor binary
-	SocketDir    string // host directory for the socket
 	EtcDir       string // host directory holding hosts, hostname, resolv.conf
 	Args         []string
 	Mounts       []specs.Mount // volumes, mounted after bothy's own
@@ -97,7 +97,6 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 
 	spec.Mounts = append(spec.Mounts,
 		specs.Mount{Destination: ExecutorPath, Type: "bind", Source: in.Executor, Options: []string{"bind", "ro", "nosuid", "nodev"}},
-		specs.Mount{Destination: SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 		specs.Mount{Destination: "/etc/hosts", Type: "bind", Source: filepath.Join(in.EtcDir, "hosts"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 		specs.Mount{Destination: "/etc/hostname", Type: "bind", Source: filepath.Join(in.EtcDir, "hostname"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 		specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: filepath.Join(in.EtcDir, "resolv.conf"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launch"
 )
 
@@ -69,10 +70,16 @@ type Sandbox struct {
 	Cgroup        string   `json:"cgroup,omitempty"`
 	CgroupSystemd bool     `json:"cgroup_systemd,omitempty"`
 	Security      Security `json:"security,omitzero"`
+	// APIKey is the key the executor requires (X-Session-API-Key) on every
+	// route but /alive: random per sandbox unless given at create.
+	APIKey string `json:"api_key,omitempty"`
+	// SocketIdentity is the executor socket's file as bothy bound it:
+	// clients connect to nothing else (see Client).
+	SocketIdentity client.SocketIdentity `json:"socket_identity"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`
-	// Socket is the host path of the executor's API socket.
+	// Socket is the host path of the executor's API socket, in Dir.
 	Socket string `json:"socket"`
 	// Dir is the sandbox's runtime state directory; UpperDir its overlay
 	// upper directory (what the sandbox changed in its root filesystem).
@@ -108,10 +115,10 @@ func newID() string {
 }
 
 const (
-	stateFile  = "state.json"
-	socketDir  = "s"
-	socketName = "api.sock"
-	lockFile   = "lock"
+	stateFile   = "state.json"
+	socketName  = "api.sock"
+	mainLogName = "main.log"
+	lockFile    = "lock"
 )
 
 func (p Paths) dir(id string) string       { return filepath.Join(p.sandboxes(), id) }

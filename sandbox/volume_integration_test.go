@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
 	"github.com/bothy-sandbox/bothy/rootfs"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -26,7 +25,7 @@ import (
 // failing only if the executor does not answer.
 func runCode(t *testing.T, sb *sandbox.Sandbox, cmd string) (int, string) {
 	t.Helper()
-	res, err := client.New(sb.Socket).Run(context.Background(), api.RunRequest{Cmd: cmd, Wait: true, Timeout: 30})
+	res, err := sb.Client().Run(context.Background(), api.RunRequest{Cmd: cmd, Wait: true, Timeout: 30})
 	if err != nil {
 		t.Fatalf("run %q: %v", cmd, err)
 	}

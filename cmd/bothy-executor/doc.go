@@ -4,9 +4,9 @@
 // program when given one (--seccomp-fd, see internal/launch), turns flags
 // into an executor.Config and calls executor.Run.
 //
-//	bothy-executor [--socket PATH] [--ready-fd N] [--seccomp-fd N [--seccomp-flags N]] [--api-key KEY]
-//	               [--grace D]
-//	               [--log PATH] [--subreaper] [--main-log PATH] [--exit-with-main]
+//	bothy-executor [--socket PATH | --listen-fd N] [--ready-fd N] [--seccomp-fd N [--seccomp-flags N]]
+//	               [--api-key KEY] [--grace D]
+//	               [--log PATH] [--subreaper] [--main-log PATH | --main-log-fd N] [--exit-with-main]
 //	               [--max-output N] [--no-change-timeout D] [--max-upload N]
 //	               [-- MAIN COMMAND...]
 package main

@@ -9,12 +9,16 @@ import (
 	"os"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/bash"
 )
 
-// DefaultSocket is where the launcher expects the socket.
-const DefaultSocket = "/.bothy/run/executor.sock"
+// DefaultSocket is where the executor listens when it is given neither
+// --socket nor --listen-fd. In a bothy sandbox it gets --listen-fd: the
+// socket is bound on the host, in a directory the sandbox cannot reach.
+const DefaultSocket = "/.bothy/run/api.sock"
 
 func main() {
 	code, err := run(os.Args[1:])
@@ -35,6 +39,7 @@ func run(args []string) (int, error) {
 	}
 	var (
 		socket       = fs.String("socket", DefaultSocket, "path of the API `socket` (created with mode 0600)")
+		listenFD     = fs.Int("listen-fd", -1, "serve on this inherited listening Unix socket instead of creating --socket")
 		readyFD      = fs.Int("ready-fd", -1, "write \"ready\\n\" to this file descriptor once serving, then close it")
 		seccompFD    = fs.Int("seccomp-fd", -1, "load the seccomp program (struct sock_filter array) read from this file descriptor before anything else")
 		seccompFlags = fs.Uint("seccomp-flags", 0, "SECCOMP_FILTER_FLAG_* bits to load the program with (TSYNC is always set)")
@@ -44,6 +49,7 @@ func run(args []string) (int, error) {
 		debug        = fs.Bool("debug", false, "log at debug level")
 		subreaper    = fs.Bool("subreaper", false, "reap orphans as a child subreaper even when not PID 1")
 		mainLog      = fs.String("main-log", "", "append the main command's stdout and stderr to this `file` (default the executor's)")
+		mainLogFD    = fs.Int("main-log-fd", -1, "write the main command's stdout and stderr to this inherited file descriptor instead of --main-log")
 		exitWithMain = fs.Bool("exit-with-main", false, "shut down when the main command exits, with its exit code")
 		maxOutput    = fs.Int("max-output", executor.DefaultMaxOutput, "cap on captured `bytes` per output stream")
 		noChange     = fs.Duration("no-change-timeout", bash.DefaultNoChangeTimeout, "bash sessions: return a command's output after this long without new output (it keeps running)")
@@ -107,6 +113,31 @@ func run(args []string) (int, error) {
 	}
 	if *exitWithMain && len(cfg.Main) == 0 {
 		return 2, fmt.Errorf("--exit-with-main needs a main command after --")
+	}
+	if *listenFD >= 0 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["socket"] {
+			return 2, fmt.Errorf("--socket and --listen-fd are exclusive")
+		}
+		ln, err := executor.ListenFD(*listenFD)
+		if err != nil {
+			return 2, err
+		}
+		cfg.Listener, cfg.Socket = ln, fmt.Sprintf("fd %d", *listenFD)
+	}
+	if *mainLogFD >= 0 {
+		if *mainLog != "" {
+			return 2, fmt.Errorf("--main-log and --main-log-fd are exclusive")
+		}
+		if _, err := unix.FcntlInt(uintptr(*mainLogFD), unix.F_GETFD, 0); err != nil {
+			return 2, fmt.Errorf("--main-log-fd %d is not a valid descriptor", *mainLogFD)
+		}
+		// Only the main command gets it, as its stdout and stderr.
+		syscall.CloseOnExec(*mainLogFD)
+		f := os.NewFile(uintptr(*mainLogFD), "main-log")
+		defer f.Close()
+		cfg.MainOut = f
 	}
 	if *readyFD >= 0 {
 		// The main command must not inherit the pipe.

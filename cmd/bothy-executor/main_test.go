@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
@@ -265,5 +268,130 @@ func TestKeepsServingAfterMain(t *testing.T) {
 	}
 	if code := e.stop(t, syscall.SIGINT); code != 0 {
 		t.Fatalf("exit code %d", code)
+	}
+}
+
+// TestInheritedSocketAndMainLog runs the executor as a sandbox runs it: the
+// listening socket and the main command's log are made by the caller and
+// inherited (--listen-fd, --main-log-fd), and no process the executor
+// starts inherits either.
+func TestInheritedSocketAndMainLog(t *testing.T) {
+	dir, err := os.MkdirTemp("", "bxe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "api.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	defer lnFile.Close()
+	logPath := filepath.Join(dir, "main.log")
+	mainLog, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mainLog.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Each shell lists what its descriptors are.
+	const fds = `for f in /proc/$$/fd/*; do readlink $f; done`
+	cmd := exec.Command(os.Args[0], "--ready-fd", "3", "--listen-fd", "4", "--main-log-fd", "5", "--", "sh", "-c", "echo from-main; "+fds)
+	cmd.ExtraFiles = []*os.File{w, lnFile, mainLog}
+	cmd.Env = append(os.Environ(), "BOTHY_API_KEY=k3y", asExecutorEnv+"=1")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	if line, err := bufio.NewReader(r).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("ready pipe: %q %v", line, err)
+	}
+	e := &proc{cmd: cmd, socket: sock, dir: dir, c: client.New(sock, client.WithAPIKey("k3y"))}
+	defer e.c.Close()
+	res, err := e.c.Run(ctx(t), api.RunRequest{Cmd: fds})
+	if err != nil || !strings.Contains(res.Stdout, "/dev/null") {
+		t.Fatalf("run on the inherited socket: %+v %v", res, err)
+	}
+	if strings.Contains(res.Stdout, "socket:") || strings.Contains(res.Stdout, logPath) {
+		t.Errorf("a command inherited the listener or the main log:\n%s", res.Stdout)
+	}
+	for {
+		info, err := e.c.Info(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Main.Running {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out, _ := os.ReadFile(logPath)
+	if !strings.HasPrefix(string(out), "from-main\n") {
+		t.Fatalf("main log: %q", out)
+	}
+	if strings.Contains(string(out), "socket:") {
+		t.Errorf("the main command inherited the listener:\n%s", out)
+	}
+	if code := e.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	// The socket file is the caller's: the executor leaves it.
+	if _, err := os.Lstat(sock); err != nil {
+		t.Errorf("socket file after exit: %v", err)
+	}
+}
+
+func TestListenFDErrors(t *testing.T) {
+	dir := t.TempDir()
+	file, err := os.Create(filepath.Join(dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound := os.NewFile(uintptr(fd), "unbound")
+	defer unbound.Close()
+	for _, tc := range []struct {
+		file *os.File
+		args []string
+		want string
+	}{
+		{file, []string{"--listen-fd", "3"}, "not a socket"},
+		{unbound, []string{"--listen-fd", "3"}, "not listening"},
+		{nil, []string{"--listen-fd", "3"}, "not a socket"},
+		// Never the default socket: nothing may listen outside dir.
+		{file, []string{"--socket", filepath.Join(dir, "x.sock"), "--main-log-fd", "99"}, "not a valid descriptor"},
+		{file, []string{"--socket", filepath.Join(dir, "x.sock"), "--listen-fd", "3"}, "exclusive"},
+	} {
+		cmd := exec.Command(os.Args[0], tc.args...)
+		if tc.file != nil {
+			cmd.ExtraFiles = []*os.File{tc.file}
+		}
+		cmd.Env = append(os.Environ(), asExecutorEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: %v: %s, want exit 2 saying %q", tc.args, err, out, tc.want)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,7 +11,6 @@ import (
 )
 
 func newCpCmd(g *globals) *cobra.Command {
-	var apiKey string
 	cmd := &cobra.Command{
 		Use:   "cp [flags] SRC DST",
 		Short: "Copy files between the host and a sandbox (SANDBOX:PATH on one side)",
@@ -47,14 +45,7 @@ copied to the host, which are skipped.`,
 			if sb.Status != sandbox.StatusRunning {
 				return fmt.Errorf("sandbox %s is %s: cp needs a running sandbox", sb.ShortID(), sb.Status)
 			}
-			if apiKey == "" {
-				apiKey = os.Getenv("BOTHY_API_KEY")
-			}
-			var opts []client.Option
-			if apiKey != "" {
-				opts = append(opts, client.WithAPIKey(apiKey))
-			}
-			c := client.New(sb.Socket, opts...)
+			c := sb.Client()
 			defer c.Close()
 			var res *client.CopyResult
 			if dstRemote {
@@ -71,7 +62,7 @@ copied to the host, which are skipped.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&apiKey, "api-key", "", "the sandbox's API key (default $BOTHY_API_KEY)")
+	deprecatedAPIKey(cmd.Flags())
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -52,9 +53,6 @@ func newRunCmd(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				opts.Image = args[0]
 			}
-			if opts.APIKey == "" {
-				opts.APIKey = os.Getenv("BOTHY_API_KEY")
-			}
 			if err := volumes(); err != nil {
 				return err
 			}
@@ -87,7 +85,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			warnIgnoredLimits(cmd, sb)
-			code, runErr := streamCommand(cmd, sb, opts.APIKey, argv, stdin, timeout)
+			code, runErr := streamCommand(cmd, sb, argv, stdin, timeout)
 			ctx := cmd.Context()
 			if ctx.Err() != nil {
 				ctx = context.WithoutCancel(ctx)
@@ -116,7 +114,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable (K=V)")
 	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory inside the sandbox")
 	f.StringVar(&opts.Network, "network", sandbox.NetworkNone, "network: none (loopback only) or host")
-	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default $BOTHY_API_KEY)")
+	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
 	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
 	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
 	volumes = volumeFlags(f, &opts)
@@ -129,7 +127,6 @@ func newExecCmd(g *globals) *cobra.Command {
 		stdin   bool
 		env     []string
 		workdir string
-		apiKey  string
 		timeout float64
 	)
 	cmd := &cobra.Command{
@@ -148,10 +145,7 @@ func newExecCmd(g *globals) *cobra.Command {
 			if sb.Status != sandbox.StatusRunning {
 				return fmt.Errorf("sandbox %s is %s: start a new one with bothy run", sb.ShortID(), sb.Status)
 			}
-			if apiKey == "" {
-				apiKey = os.Getenv("BOTHY_API_KEY")
-			}
-			code, err := streamCommandEnv(cmd, sb, apiKey, args[1:], stdin, timeout, env, workdir)
+			code, err := streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir)
 			if err != nil {
 				return err
 			}
@@ -165,21 +159,27 @@ func newExecCmd(g *globals) *cobra.Command {
 	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
 	f.StringArrayVarP(&env, "env", "e", nil, "set an environment variable (K=V)")
 	f.StringVarP(&workdir, "workdir", "w", "", "working directory inside the sandbox")
-	f.StringVar(&apiKey, "api-key", "", "the sandbox's API key (default $BOTHY_API_KEY)")
 	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
+	deprecatedAPIKey(f)
 	return cmd
 }
 
-func streamCommand(cmd *cobra.Command, sb *sandbox.Sandbox, apiKey string, argv []string, stdin bool, timeout float64) (int, error) {
-	return streamCommandEnv(cmd, sb, apiKey, argv, stdin, timeout, nil, "")
+// deprecatedAPIKey keeps --api-key on the commands that talk to a sandbox,
+// ignored: they read the sandbox's key from its state.
+func deprecatedAPIKey(f *pflag.FlagSet) {
+	f.String("api-key", "", "ignored: the sandbox's key is read from its state")
+	_ = f.MarkDeprecated("api-key", "the sandbox's key is read from its state (bothy inspect shows it)")
 }
 
-func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, apiKey string, argv []string, stdin bool, timeout float64, env []string, workdir string) (int, error) {
-	var opts []client.Option
-	if apiKey != "" {
-		opts = append(opts, client.WithAPIKey(apiKey))
-	}
-	c := client.New(sb.Socket, opts...)
+func streamCommand(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, stdin bool, timeout float64) (int, error) {
+	return streamCommandEnv(cmd, sb, argv, stdin, timeout, nil, "")
+}
+
+// streamCommandEnv runs argv in the sandbox, streaming its output, through
+// a client that sends the sandbox's own key to the socket recorded at
+// create and nothing else.
+func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, stdin bool, timeout float64, env []string, workdir string) (int, error) {
+	c := sb.Client()
 	defer c.Close()
 	req := api.RunRequest{Argv: argv, Cwd: workdir, Timeout: timeout, Stream: true}
 	if len(env) > 0 {
@@ -266,10 +266,13 @@ func newPsCmd(g *globals) *cobra.Command {
 				}
 			}
 			if format == "json" {
-				if shown == nil {
-					shown = []*sandbox.Sandbox{}
+				// The keys are for inspect only.
+				out := make([]sandbox.Sandbox, len(shown))
+				for i, sb := range shown {
+					out[i] = *sb
+					out[i].APIKey = ""
 				}
-				return writeJSON(cmd.OutOrStdout(), shown)
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			if format != "" && format != "table" {
 				return fmt.Errorf("unknown format %q: use table or json", format)
@@ -291,8 +294,13 @@ func newPsCmd(g *globals) *cobra.Command {
 func newInspectCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect SANDBOX...",
-		Short: "Show sandboxes as JSON, including the host path of the executor socket",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Show sandboxes as JSON, including the executor's socket and API key",
+		Long: `Show sandboxes as JSON. "socket" is the host path of the executor's API
+socket, "api_key" the key it requires in X-Session-API-Key, and
+"socket_identity" the socket file's device, inode and owner as bothy bound
+it: a client should connect only to that file (bothy's own commands and the
+Go client's sandbox.Sandbox.Client refuse anything else).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {

@@ -26,9 +26,10 @@ type Client struct {
 }
 
 type options struct {
-	key     string
-	timeout time.Duration
-	maxIdle int
+	key      string
+	timeout  time.Duration
+	maxIdle  int
+	identity *SocketIdentity
 }
 
 // Option configures a Client.
@@ -57,6 +58,9 @@ func New(socketPath string, opts ...Option) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			d := net.Dialer{Timeout: o.timeout}
+			if o.identity != nil {
+				return dialVerified(ctx, &d, socketPath, *o.identity)
+			}
 			return d.DialContext(ctx, "unix", socketPath)
 		},
 		MaxIdleConns:        o.maxIdle,

@@ -13,6 +13,21 @@ import (
 // launcher); "init" turns it into libcontainer's container init.
 const Arg = "__bothy_launch"
 
+// Descriptors. The manager starts the launcher with its report pipe (fd 3),
+// its go-ahead pipe (4), the executor's listening socket (LauncherListenFD)
+// and, when the sandbox has a main command, that command's log
+// (LauncherMainLogFD): both are made by the manager in the sandbox's state
+// directory, which the sandbox never sees. The executor inherits its ready
+// pipe (3), the socket (ExecutorListenFD, its --listen-fd), the log
+// (ExecutorMainLogFD, its --main-log-fd) and then, when the launcher loads
+// seccomp that way, the compiled program.
+const (
+	LauncherListenFD  = 5
+	LauncherMainLogFD = 6
+	ExecutorListenFD  = 4
+	ExecutorMainLogFD = 5
+)
+
 // Request tells the launcher what to start. It is written by the manager as
 // launch.json in the sandbox directory; config.json beside it is the
 // runtime-spec bundle.
@@ -36,6 +51,8 @@ type Request struct {
 	StateRoot string `json:"state_root"`
 	// Log receives the executor's stdout and stderr.
 	Log string `json:"log"`
+	// MainLog: the manager passes the main command's log (LauncherMainLogFD).
+	MainLog bool `json:"main_log,omitempty"`
 	// ReadyTimeout bounds the wait for the executor's ready signal.
 	ReadyTimeout time.Duration `json:"ready_timeout"`
 	// SystemdCgroup: config.json's cgroupsPath names a systemd scope.

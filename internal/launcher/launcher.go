@@ -170,13 +170,22 @@ func readBundle(req *launch.Request) *bundle {
 // filesystem mounted for it.
 func start(req *launch.Request, b *bundle) (int, error) {
 	spec, seccompProg := &b.spec, b.seccompProg
+	files, err := executorFiles(req)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range files {
+		defer f.Close()
+	}
 	// The executor loads a compiled profile itself; libcontainer then has
-	// none to load.
+	// none to load. It inherits the program after the ready pipe (3) and
+	// the manager's files.
 	if seccompProg != nil {
 		defer seccompProg.Close()
+		files = append(files, seccompProg)
 		spec.Linux.Seccomp = nil
 		p := spec.Process
-		p.Args = slices.Concat(p.Args[:1], []string{"--seccomp-fd", strconv.Itoa(seccompFD), "--seccomp-flags", strconv.FormatUint(uint64(b.seccompFlags), 10)}, p.Args[1:])
+		p.Args = slices.Concat(p.Args[:1], []string{"--seccomp-fd", strconv.Itoa(3 + len(files)), "--seccomp-flags", strconv.FormatUint(uint64(b.seccompFlags), 10)}, p.Args[1:])
 	}
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:       req.ID,
@@ -196,7 +205,7 @@ func start(req *launch.Request, b *bundle) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create container: %w", err)
 	}
-	pid, err := run(container, spec, *req, seccompProg)
+	pid, err := run(container, spec, *req, files)
 	if err != nil {
 		if derr := container.Destroy(); derr != nil {
 			err = fmt.Errorf("%w (and clean up: %v)", err, derr)
@@ -204,6 +213,27 @@ func start(req *launch.Request, b *bundle) (int, error) {
 		return 0, err
 	}
 	return pid, nil
+}
+
+// executorFiles takes the descriptors the manager handed over for the
+// executor (see launch.LauncherListenFD), in the order the executor gets
+// them after its ready pipe.
+func executorFiles(req *launch.Request) ([]*os.File, error) {
+	fds := []int{launch.LauncherListenFD}
+	if req.MainLog {
+		fds = append(fds, launch.LauncherMainLogFD)
+	}
+	var files []*os.File
+	for _, fd := range fds {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("descriptor %d for the executor: not passed by the manager: %w", fd, err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), "executor-fd-"+strconv.Itoa(fd)))
+	}
+	return files, nil
 }
 
 // mountOverlay extracts the layers that are not in the cache yet and mounts
@@ -236,9 +266,9 @@ func mountOverlay(req *launch.Request, target string) error {
 	return nil
 }
 
-// run runs the executor in container; seccompProg, when there is one, is
-// its fd 4 (seccompFD).
-func run(container *libcontainer.Container, spec *specs.Spec, req launch.Request, seccompProg *os.File) (int, error) {
+// run runs the executor in container with its ready pipe as fd 3 and files
+// from fd 4 on.
+func run(container *libcontainer.Container, spec *specs.Spec, req launch.Request, files []*os.File) (int, error) {
 	logFile, err := os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("open executor log: %w", err)
@@ -251,10 +281,7 @@ func run(container *libcontainer.Container, spec *specs.Spec, req launch.Request
 	defer readyR.Close()
 
 	p := spec.Process
-	extra := []*os.File{readyW} // fd 3 in the sandbox: --ready-fd 3
-	if seccompProg != nil {
-		extra = append(extra, seccompProg)
-	}
+	extra := append([]*os.File{readyW}, files...) // fd 3 in the sandbox: --ready-fd 3
 	process := &libcontainer.Process{
 		Args:            p.Args,
 		Env:             p.Env,

@@ -38,9 +38,6 @@ const seccompFormat = "bothy-seccomp-1"
 // x32SyscallBit marks a syscall number of the x32 ABI (__X32_SYSCALL_BIT).
 const x32SyscallBit = 0x40000000
 
-// seccompFD is where the executor finds the program (--seccomp-fd).
-const seccompFD = 4
-
 // nativeAudit is the AUDIT_ARCH_* value of the architectures whose programs
 // bothy builds; x32 tells whether the x32 syscall bit must be checked.
 var nativeAudit = map[string]struct {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -35,7 +34,7 @@ func measureAgent(r *result, m *sandbox.Manager, bothy func(...string) (string, 
 	if rss := vmRSS(sb.Pid); rss > 0 {
 		r.Notes["agent/rss"] = fmt.Sprintf("%.1f MB", float64(rss)/1e6)
 	}
-	c := client.New(sb.Socket)
+	c := sb.Client()
 	defer c.Close()
 
 	for i := range 300 {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -111,8 +110,9 @@ func measure(bin string, n int) *result {
 	}
 
 	logf("%s: exec round-trip", r.Mode)
-	if id, err := bothy("run", "-d", "busybox"); err == nil {
-		c := client.New(paths.SocketPath(id))
+	if sb, err := runDetached(ctx, m, bothy, "busybox"); err == nil {
+		id := sb.ID
+		c := sb.Client()
 		for i := range 300 {
 			t0 := time.Now()
 			res, err := c.Run(ctx, api.RunRequest{Argv: []string{"true"}, Wait: true})
@@ -288,6 +288,21 @@ func extractBusybox(dir string) error {
 	return err
 }
 
+// benchSocketDir is where crun's and runc's bundles mount a host directory
+// for the executor's socket: the code they run is the benchmark's own, so
+// the simplest way (bothy's sandboxes inherit a socket bound on the host
+// instead; see package sandbox).
+const benchSocketDir = "/.bothy/run"
+
+// runDetached starts a sandbox with `bothy run -d` and reads its state.
+func runDetached(ctx context.Context, m *sandbox.Manager, bothy func(...string) (string, error), image string) (*sandbox.Sandbox, error) {
+	id, err := bothy("run", "-d", image)
+	if err != nil {
+		return nil, err
+	}
+	return m.Get(ctx, id)
+}
+
 // writeRuntimeSpec writes the runtime's own default spec (rootless when not
 // root), running `true` (exit) or the executor (ready).
 func writeRuntimeSpec(rt, bundle, rootfsDir, executor, sockDir, kind string) error {
@@ -312,11 +327,11 @@ func writeRuntimeSpec(rt, bundle, rootfsDir, executor, sockDir, kind string) err
 	proc["terminal"] = false
 	proc["args"] = []string{"true"}
 	if kind == "ready" {
-		proc["args"] = []string{sandbox.ExecutorPath, "--socket", sandbox.SocketDir + "/api.sock"}
+		proc["args"] = []string{sandbox.ExecutorPath, "--socket", benchSocketDir + "/api.sock"}
 		mounts := spec["mounts"].([]any)
 		mounts = append(mounts,
 			map[string]any{"destination": sandbox.ExecutorPath, "type": "bind", "source": executor, "options": []string{"bind", "ro"}},
-			map[string]any{"destination": sandbox.SocketDir, "type": "bind", "source": sockDir, "options": []string{"bind", "rw"}})
+			map[string]any{"destination": benchSocketDir, "type": "bind", "source": sockDir, "options": []string{"bind", "rw"}})
 		spec["mounts"] = mounts
 	}
 	out, err := json.Marshal(spec)

@@ -6,14 +6,24 @@
 // the attempt failed, prints "ESCAPED: ..." and exits 1 when it succeeded,
 // and exits 2 on a usage error. "escapeprobe errno N" makes syscall N without
 // arguments and prints "errno: E", E the number it returned (0 for none).
+//
+// Two cases attack the executor's socket: "host-binds" lists the writable
+// bind mounts of directories (a host directory the sandbox could plant
+// files in that the host reads or connects to) and "hijack-socket PATH"
+// takes over the socket at PATH, as root in the sandbox could when the
+// socket's directory was the host's: it renames whatever is there, listens
+// in its place, touches PATH.ready and logs every connection to PATH.log.
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -62,6 +72,14 @@ func main() {
 		n, _ := strconv.Atoi(arg)
 		_, _, e := syscall.Syscall6(uintptr(n), 0, 0, 0, 0, 0, 0)
 		fmt.Println("errno:", int(e))
+		return
+	}
+	switch os.Args[1] {
+	case "host-binds":
+		hostBinds()
+		return
+	case "hijack-socket":
+		hijack(arg)
 		return
 	}
 	err := try(os.Args[1], arg)
@@ -173,4 +191,106 @@ func try(what, arg string) error {
 	fmt.Fprintln(os.Stderr, "unknown case", what)
 	os.Exit(2)
 	return nil
+}
+
+// ownFS are the filesystems a sandbox gets for itself (its overlay root,
+// proc, /dev's tmpfs...): a writable mount of one of them at its root is no
+// host directory.
+var ownFS = map[string]bool{"overlay": true, "proc": true, "tmpfs": true, "devpts": true, "mqueue": true,
+	"sysfs": true, "cgroup": true, "cgroup2": true}
+
+// hostBinds prints "blocked: none" when /proc/self/mountinfo has no
+// writable mount of a directory that is a bind of part of a filesystem
+// (root other than /) or of a filesystem the sandbox does not own, and
+// "ESCAPED: ..." with the mounts otherwise.
+func hostBinds() {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		fmt.Println("setup:", err)
+		os.Exit(2)
+	}
+	defer f.Close()
+	var found []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		pre, post, ok := strings.Cut(s.Text(), " - ")
+		fields, tail := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 6 || len(tail) < 1 {
+			continue
+		}
+		root, point, opts, fstype := fields[3], unescape(fields[4]), fields[5], tail[0]
+		if !strings.HasPrefix(opts, "rw") || (root == "/" && ownFS[fstype]) {
+			continue
+		}
+		if st, err := os.Stat(point); err != nil || !st.IsDir() {
+			continue
+		}
+		found = append(found, fmt.Sprintf("%s (%s %s)", point, fstype, root))
+	}
+	if len(found) > 0 {
+		fmt.Println("ESCAPED: writable host directories:", strings.Join(found, ", "))
+		os.Exit(1)
+	}
+	fmt.Println("blocked: none")
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// hijack listens at path in place of whatever was there and logs the first
+// line and the API key header of every request it receives, answering each
+// with a forged result, for a minute.
+func hijack(path string) {
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.Rename(path, path+".old")
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		fmt.Println("setup:", err)
+		os.Exit(2)
+	}
+	os.Chmod(path, 0o777)
+	log, err := os.OpenFile(path+".log", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Println("setup:", err)
+		os.Exit(2)
+	}
+	os.WriteFile(path+".ready", nil, 0o644)
+	time.AfterFunc(time.Minute, func() { os.Exit(0) })
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		r := bufio.NewReader(c)
+		line, _ := r.ReadString('\n')
+		key := ""
+		for {
+			h, err := r.ReadString('\n')
+			if err != nil || strings.TrimSpace(h) == "" {
+				break
+			}
+			if k, v, ok := strings.Cut(h, ":"); ok && strings.EqualFold(k, "X-Session-API-Key") {
+				key = strings.TrimSpace(v)
+			}
+		}
+		fmt.Fprintf(log, "%s key=%q\n", strings.TrimSpace(line), key)
+		body := `{"id":"p1","exit_code":0,"stdout":"hijacked\n","stderr":""}`
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		c.Close()
+	}
 }

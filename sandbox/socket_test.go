@@ -1,0 +1,241 @@
+package sandbox_test
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// decoy is a Unix socket the test listens on elsewhere: what a replaced
+// socket file would lead the host to.
+type decoy struct {
+	path string
+	ln   *net.UnixListener
+}
+
+func newDecoy(t *testing.T, path string) *decoy {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	t.Cleanup(func() { ln.Close() })
+	return &decoy{path: path, ln: ln}
+}
+
+// untouched fails the test if anyone connected to the decoy: a connection
+// the client made is queued before its call returns.
+func (d *decoy) untouched(t *testing.T) {
+	t.Helper()
+	d.ln.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	if c, err := d.ln.Accept(); err == nil {
+		buf := make([]byte, 512)
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		n, _ := c.Read(buf)
+		c.Close()
+		t.Fatalf("the host connected to the decoy and sent %q", buf[:n])
+	}
+}
+
+// refused checks that a request through c is refused as an untrusted
+// socket, saying want.
+func refused(t *testing.T, c *client.Client, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.Info(ctx)
+	if !errors.Is(err, client.ErrUntrustedSocket) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Info: %v, want ErrUntrustedSocket saying %q", err, want)
+	}
+}
+
+// TestSocketReplaced replaces the socket file in a sandbox's state
+// directory, as a sandbox could when the directory was mounted into it, and
+// checks that the host refuses each replacement before sending the key.
+func TestSocketReplaced(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The socket is the caller's, 0600, and the recorded one; the state
+	// holding the key is the caller's only.
+	fi, err := os.Lstat(sb.Socket)
+	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %s: %v %v", sb.Socket, fi, err)
+	}
+	if id, err := client.StatSocket(sb.Socket); err != nil || id != sb.SocketIdentity || id.UID != uint32(os.Geteuid()) {
+		t.Fatalf("socket identity %+v, recorded %+v: %v", id, sb.SocketIdentity, err)
+	}
+	if filepath.Dir(sb.Socket) != sb.Dir {
+		t.Errorf("socket %s is not in the state directory %s", sb.Socket, sb.Dir)
+	}
+	for path, want := range map[string]os.FileMode{sb.Dir: 0o700 | os.ModeDir, filepath.Join(sb.Dir, "state.json"): 0o600} {
+		if fi, err := os.Lstat(path); err != nil || fi.Mode() != want {
+			t.Errorf("%s: mode %v %v, want %v", path, fi.Mode(), err, want)
+		}
+	}
+	if got := run(t, sb, "echo ok"); got != "ok" {
+		t.Fatal(got)
+	}
+
+	dir := testenv.ShortTempDir(t)
+	real := sb.Socket + ".real"
+	swap := func(t *testing.T, replace func()) {
+		if err := os.Rename(sb.Socket, real); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			os.Remove(sb.Socket)
+			if err := os.Rename(real, sb.Socket); err != nil {
+				t.Fatal(err)
+			}
+		})
+		replace()
+	}
+	// Each case reads the sandbox again: the identity comes from its state.
+	reread := func(t *testing.T) *sandbox.Sandbox {
+		got, err := m.Get(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	t.Run("symlink to another socket", func(t *testing.T) {
+		d := newDecoy(t, filepath.Join(dir, "decoy.sock"))
+		swap(t, func() {
+			if err := os.Symlink(d.path, sb.Socket); err != nil {
+				t.Fatal(err)
+			}
+		})
+		refused(t, reread(t).Client(), "symlink")
+		d.untouched(t)
+	})
+	t.Run("regular file", func(t *testing.T) {
+		swap(t, func() {
+			if err := os.WriteFile(sb.Socket, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		})
+		refused(t, reread(t).Client(), "not a socket")
+	})
+	t.Run("another socket", func(t *testing.T) {
+		var d *decoy
+		swap(t, func() { d = newDecoy(t, sb.Socket) })
+		refused(t, reread(t).Client(), "another socket")
+		d.untouched(t)
+	})
+	t.Run("another owner", func(t *testing.T) {
+		other := *reread(t)
+		other.SocketIdentity.UID++
+		refused(t, other.Client(), "owned by uid")
+		if os.Geteuid() != 0 {
+			return // only root can give the socket away
+		}
+		if err := os.Lchown(sb.Socket, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Lchown(sb.Socket, 0, 0)
+		refused(t, reread(t).Client(), "owned by uid 65534")
+	})
+	t.Run("back in place", func(t *testing.T) {
+		if got := run(t, reread(t), "echo ok"); got != "ok" {
+			t.Fatal(got)
+		}
+	})
+}
+
+// TestAPIKeys: every sandbox has its own random key, one sandbox's key
+// opens no other, and a key given at create is the one required.
+func TestAPIKeys(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	var sbs []*sandbox.Sandbox
+	for range 2 {
+		sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := hex.DecodeString(sb.APIKey); err != nil || len(b) != 32 {
+			t.Fatalf("key %q: want 32 random bytes in hex", sb.APIKey)
+		}
+		sbs = append(sbs, sb)
+	}
+	a, b := sbs[0], sbs[1]
+	if a.APIKey == b.APIKey {
+		t.Fatal("two sandboxes got the same key")
+	}
+	for name, key := range map[string]string{"the other sandbox's key": b.APIKey, "no key": ""} {
+		c := client.New(a.Socket, client.WithAPIKey(key), client.WithSocketIdentity(a.SocketIdentity))
+		var ae *api.Error
+		if _, err := c.Run(ctx, api.RunRequest{Argv: []string{"true"}}); !errors.As(err, &ae) || ae.Status != 403 {
+			t.Errorf("%s: %v, want 403", name, err)
+		}
+		if err := c.Alive(ctx); err != nil {
+			t.Errorf("%s: /alive: %v", name, err)
+		}
+	}
+	// The key is the executor's: no process in the sandbox sees it.
+	if got := run(t, a, "echo ${BOTHY_API_KEY:-unset}; grep -rl "+a.APIKey+" /proc/self/environ /etc /.bothy 2>/dev/null; true"); got != "unset" {
+		t.Errorf("the key is visible in the sandbox: %q", got)
+	}
+
+	given, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", APIKey: "my-key.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if given.APIKey != "my-key.1" {
+		t.Errorf("key %q, want the one given", given.APIKey)
+	}
+	if got := run(t, given, "echo ok"); got != "ok" {
+		t.Errorf("with the given key: %q", got)
+	}
+	for _, bad := range []string{"has space", "new\nline", strings.Repeat("k", 257)} {
+		if _, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", APIKey: bad}); err == nil || !strings.Contains(err.Error(), "invalid API key") {
+			t.Errorf("key %q: %v", bad, err)
+		}
+	}
+}
+
+// TestMainLog: the main command's output goes to main.log in the state
+// directory, made by the host, which the sandbox cannot reach by any path.
+func TestMainLog(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", Cmd: []string{"sh", "-c", "echo main-out; echo main-err >&2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(sb.Dir, "main.log")
+	var data []byte
+	for i := 0; ; i++ {
+		data, _ = os.ReadFile(path)
+		if strings.Contains(string(data), "main-out\n") && strings.Contains(string(data), "main-err\n") {
+			break
+		}
+		if i > 500 {
+			t.Fatalf("main log %s: %q", path, data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode() != 0o600 {
+		t.Errorf("main log: %v %v, want a 0600 file", fi, err)
+	}
+	if got := run(t, sb, "ls -a /.bothy; grep -rl main-out /.bothy /tmp /run 2>/dev/null; true"); got != ".\n..\nbin" {
+		t.Errorf("the sandbox sees bothy's files: %q", got)
+	}
+}
