@@ -10,6 +10,9 @@ DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
               slirp4netns iproute2 hyperfine util-linux curl bzip2
+# What only `make bench` needs: Debian's podman (with conmon and the CNI
+# plugins) for the rows that compare bothy with what a user would otherwise run.
+BENCH_PACKAGES := podman
 GOFLAGS_BUILD := -trimpath -tags "$(TAGS)"
 
 export GOFLAGS := -buildvcs=false
@@ -20,14 +23,17 @@ export GOFLAGS := -buildvcs=false
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-.PHONY: setup
-setup: ## Install the Debian packages the build and tests need (idempotent).
-	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+# $(call apt-install,PACKAGES): install those of PACKAGES that are missing (as root).
+apt-install = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "setup: installing $$missing" >&2; \
 		if [ "$$(id -u)" != 0 ]; then echo "setup: run as root to install: $$missing" >&2; exit 1; fi; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+
+.PHONY: setup
+setup: ## Install the Debian packages the build and tests need (idempotent).
+	@$(call apt-install,$(PACKAGES))
 	@$(GO) mod download
 
 .PHONY: build
@@ -139,9 +145,14 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 	@./scripts/fuzz.sh $${FUZZTIME:-20s}
 
 .PHONY: bench
-bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun and runc, root and rootless).
+# Rootless podman needs the user's subordinate id range, as make test-rootless gives it.
+bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless).
+	@( $(call apt-install,$(BENCH_PACKAGES)) ) || echo "bench: without $(BENCH_PACKAGES), the table says so" >&2
 	@$(GO) build -tags "$(TAGS)" -o $(BIN)/bench ./internal/tools/bench && chmod a+rx $(BIN)/bench
-	@if [ "$$(id -u)" = 0 ]; then id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); fi
+	@if [ "$$(id -u)" = 0 ]; then \
+		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
+		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
+	fi
 	@$(BIN)/bench -bin $(BIN) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
 
 .PHONY: fmt

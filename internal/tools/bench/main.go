@@ -1,6 +1,6 @@
-// Command bench measures bothy side by side with Debian's crun and runc on the
-// same busybox root filesystem, as root and rootless, and prints a Markdown
-// table. It reports; it never fails on a figure. `make bench` runs it.
+// Command bench measures bothy side by side with Debian's crun, runc and
+// podman on the same busybox image, as root and rootless, and prints a
+// Markdown table. It reports; it never fails on a figure. `make bench` runs it.
 package main
 
 import (
@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,9 +32,14 @@ func main() {
 	n := flag.Int("n", 50, "runs per start measurement")
 	child := flag.Bool("child", false, "print this mode's samples as JSON (used for the rootless half)")
 	inner := flag.String("inner", "", "internal: run a runtime loop inside a private mount namespace")
+	podmanJob := flag.String("podman", "", "internal: run the podman measurements (as root inside a private mount and network namespace)")
 	flag.Parse()
 	if *inner != "" {
 		innerLoop(*inner, flag.Args())
+		return
+	}
+	if *podmanJob != "" {
+		podmanInner(*podmanJob)
 		return
 	}
 	abs, err := filepath.Abs(*bin)
@@ -122,10 +128,15 @@ func printTable(w *os.File, results []*result, n int) {
 		{"ready/bothy", "start-to-ready: `bothy run -d` until /alive answers"},
 		{"ready/crun", "start-to-ready: `crun run -d`, same executor, until /alive answers"},
 		{"ready/runc", "start-to-ready: `runc run -d`, same executor, until /alive answers"},
+		{"ready/podman", "start-to-ready: `podman run -d --network none IMAGE sleep 3600` until it returns"},
 		{"exit/bothy", "run-to-exit of `true`: `bothy run --rm IMAGE -- true`"},
 		{"exit/crun", "run-to-exit of `true`: `crun run`"},
 		{"exit/runc", "run-to-exit of `true`: `runc run`"},
+		{"exit/podman", "run-to-exit of `true`: `podman run --rm --network none IMAGE true`"},
+		{"exit/podman-net", "run-to-exit of `true`: `podman run --rm IMAGE true` (podman's default network)"},
 		{"exec/bothy", "exec round-trip of `true` through the executor socket"},
+		{"exec/bothy-cli", "exec round-trip of `true`: `bothy exec ID -- true`"},
+		{"exec/podman", "exec round-trip of `true`: `podman exec CTR true`"},
 		{"prep/small/cold", "sandbox preparation, busybox (2 MB): first sandbox"},
 		{"prep/small/warm", "sandbox preparation, busybox (2 MB): second sandbox"},
 		{"prep/big/cold", "sandbox preparation, large image: first sandbox"},
@@ -153,10 +164,12 @@ func printTable(w *os.File, results []*result, n int) {
 		}
 		fmt.Fprintln(w)
 	}
+	// Notes not already shown in a cell: on rows with figures, and on no row.
 	for _, r := range results {
-		for k, v := range r.Notes {
-			if len(r.Samples[k]) > 0 {
-				fmt.Fprintf(w, "\n- %s %s: %s", r.Mode, k, v)
+		for _, k := range slices.Sorted(maps.Keys(r.Notes)) {
+			isRow := slices.ContainsFunc(rows, func(row struct{ key, label string }) bool { return row.key == k })
+			if len(r.Samples[k]) > 0 || !isRow {
+				fmt.Fprintf(w, "\n- %s %s: %s", r.Mode, k, r.Notes[k])
 			}
 		}
 	}

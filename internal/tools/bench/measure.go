@@ -124,6 +124,16 @@ func measure(bin string, n int) *result {
 				r.add("exec/bothy", time.Since(t0))
 			}
 		}
+		for i := range n + 3 {
+			t0 := time.Now()
+			if _, err := bothy("exec", id, "--", "true"); err != nil {
+				logf("bothy exec: %v", err)
+				break
+			}
+			if i >= 3 { // warm-up
+				r.add("exec/bothy-cli", time.Since(t0))
+			}
+		}
 		_, _ = bothy("rm", "-f", id)
 	}
 
@@ -139,6 +149,8 @@ func measure(bin string, n int) *result {
 		logf("%s: %s", r.Mode, rt)
 		measureRuntime(r, bin, rt, n)
 	}
+	logf("%s: podman", r.Mode)
+	measurePodman(r, bin, n)
 	return r
 }
 
