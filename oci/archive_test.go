@@ -17,7 +17,7 @@ import (
 
 // ociArchive writes an OCI archive (as the default image's build does) of a
 // small rootfs, named name.
-func ociArchive(t *testing.T, seed int, name string) string {
+func ociArchive(t testing.TB, seed int, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	rootfs := filepath.Join(dir, "rootfs.tar")

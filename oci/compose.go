@@ -130,6 +130,9 @@ func (s *Store) AddNames(ctx context.Context, md digest.Digest, names ...string)
 		if db.Images[md] == nil {
 			return fmt.Errorf("add names to image %s: %w", md, ErrNotFound)
 		}
+		if err := checkDigestNames(names, md, ""); err != nil {
+			return fmt.Errorf("add names to image %s: %w", md, err)
+		}
 		db.add(md, names...)
 		return nil
 	})

@@ -33,9 +33,14 @@
 //
 // Every blob read back (OpenBlob, and internally manifests and configs) is
 // verified against its digest; a blob whose content is wrong or truncated is
-// an error wrapping ErrCorrupt that names the blob. A pull or import that
-// fails records no ref and, when no other writer is active, removes the blobs
-// it added, leaving the store as it was.
+// an error wrapping ErrCorrupt that names the blob. Before an image is
+// recorded, each of its blobs is checked against the descriptor that names
+// it (digest and size: ImportOCIArchive from index.json down, CommitImage
+// the config and layers, package transfer every source); a mismatch is a
+// *MismatchError naming the descriptor. A name that pins a digest
+// (repo@sha256:…) must pin the image's. A pull or import that fails records
+// no ref and, when no other writer is active, removes the blobs it added,
+// leaving the store as it was.
 //
 // # Images and names
 //

@@ -365,6 +365,9 @@ func (s *Store) Tag(ctx context.Context, src, newName string) error {
 		if err != nil {
 			return fmt.Errorf("tag %s: %w", src, err)
 		}
+		if err := checkDigestNames([]string{name}, md, ""); err != nil {
+			return fmt.Errorf("tag %s: %w", src, err)
+		}
 		db.add(md, name)
 		return nil
 	})
@@ -407,6 +410,9 @@ func (s *Store) Verify(ctx context.Context) error {
 		if errors.Is(err, errGone) {
 			continue
 		}
+		if err == nil {
+			err = s.verifyConfigSize(md)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("verify image %s: %w", md, err))
 			continue
@@ -438,13 +444,31 @@ func (s *Store) Verify(ctx context.Context) error {
 }
 
 // CommitImage checks that image md, whose blobs a copy has just written, is
-// complete in the store (manifest and config verified, layers present), then
-// records it with names. The caller holds the store (Hold).
+// complete in the store (manifest and config verified, config and layers
+// present with the sizes the manifest gives), then records it with names.
+// A name that carries a digest ("repo@sha256:…") must carry md. The caller
+// holds the store (Hold).
 func (s *Store) CommitImage(ctx context.Context, md digest.Digest, names []string) (*Image, error) {
+	return s.CommitImageVia(ctx, md, "", names)
+}
+
+// CommitImageVia is CommitImage for an image reached from a verified
+// digest: via is the digest of the manifest or index a pull was pinned to
+// (a reference's digest, an index.json entry), checked against the bytes
+// fetched, from which md was reached through verified descriptors (an
+// index's instance; a manifest converted to OCI). Names may carry md or via.
+func (s *Store) CommitImageVia(ctx context.Context, md, via digest.Digest, names []string) (*Image, error) {
 	if md == "" {
 		return nil, errors.New("no manifest was written")
 	}
+	if err := checkDigestNames(names, md, via); err != nil {
+		return nil, err
+	}
 	data, err := s.imageData(md)
+	if err != nil {
+		return nil, err
+	}
+	m, err := parseManifest(md, data.manifest)
 	if err != nil {
 		return nil, err
 	}
@@ -452,13 +476,12 @@ func (s *Store) CommitImage(ctx context.Context, md digest.Digest, names []strin
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range img.Layers {
-		size := l.Size
-		if size < 0 {
-			size = -1
-		}
-		if _, ok := s.HasBlob(l.Digest, size); !ok {
-			return nil, fmt.Errorf("image %s: layer %s missing after copy: %w", md, l.Digest, ErrNotFound)
+	if err := VerifyBytes(m.Config, data.config); err != nil {
+		return nil, fmt.Errorf("image %s: %w", md, err)
+	}
+	for _, l := range m.Layers {
+		if err := s.checkStored(l); err != nil {
+			return nil, fmt.Errorf("image %s: %w", md, err)
 		}
 	}
 	// Make the blobs' directory entries durable before a ref points at them.
@@ -480,6 +503,49 @@ func (s *Store) CommitImage(ctx context.Context, md digest.Digest, names []strin
 		return nil, err
 	}
 	return img, nil
+}
+
+// checkStored checks that the blob desc names is in the store with desc's
+// size. Its content matches its digest: every blob is verified when written.
+func (s *Store) checkStored(desc v1.Descriptor) error {
+	size, ok := s.HasBlob(desc.Digest, -1)
+	if !ok {
+		return fmt.Errorf("%s %s missing after copy: %w", kindOf(desc.MediaType), desc.Digest, ErrNotFound)
+	}
+	if size != desc.Size {
+		return &MismatchError{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, Actual: desc.Digest, ActualSize: size}
+	}
+	return nil
+}
+
+// checkDigestNames refuses a name that pins a digest other than md or via:
+// IMAGE@sha256:… must mean the content that has that digest.
+func checkDigestNames(names []string, md, via digest.Digest) error {
+	for _, n := range names {
+		i := strings.LastIndexByte(n, '@')
+		if i < 0 {
+			continue
+		}
+		d := digest.Digest(n[i+1:])
+		if d != md && (via == "" || d != via) {
+			return fmt.Errorf("%w: %s pins %s, but the image's manifest is %s", ErrInvalidName, n, d, md)
+		}
+	}
+	return nil
+}
+
+// verifyConfigSize checks image md's config against its descriptor's size
+// (its digest is checked whenever it is read).
+func (s *Store) verifyConfigSize(md digest.Digest) error {
+	data, err := s.imageData(md)
+	if err != nil {
+		return err
+	}
+	m, err := parseManifest(md, data.manifest)
+	if err != nil {
+		return err
+	}
+	return VerifyBytes(m.Config, data.config)
 }
 
 func layerDigests(img *Image) []digest.Digest {

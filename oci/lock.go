@@ -14,9 +14,11 @@ import (
 type fileLock struct{ f *os.File }
 
 // lockFile takes an flock on path (created if needed), waiting until it is
-// granted or ctx is done.
+// granted or ctx is done. path is never opened through a symlink (one
+// planted in a store another user can write would make bothy create or
+// open a file of their choosing).
 func lockFile(ctx context.Context, path string, exclusive bool) (*fileLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -51,7 +53,7 @@ func lockFile(ctx context.Context, path string, exclusive bool) (*fileLock, erro
 
 // tryLockFile is lockFile without waiting: ok is false if the lock is held.
 func tryLockFile(path string, exclusive bool) (l *fileLock, ok bool, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}

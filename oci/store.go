@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -208,14 +209,34 @@ func (s *Store) HasBlob(d digest.Digest, size int64) (int64, bool) {
 // content must match it (and expectedSize when >= 0); otherwise the sha256 of
 // the content names the blob. created reports whether the blob was new.
 func (s *Store) WriteBlob(ctx context.Context, r io.Reader, expected digest.Digest, expectedSize int64) (d digest.Digest, size int64, created bool, err error) {
-	alg := digest.Canonical
-	if expected != "" {
-		if err := expected.Validate(); err != nil {
-			return "", 0, false, fmt.Errorf("write blob %q: %w", expected, err)
-		}
-		alg = expected.Algorithm()
+	if expected == "" {
+		return s.writeBlob(ctx, r, v1.Descriptor{Size: expectedSize})
 	}
-	name := expected.String()
+	return s.writeBlob(ctx, r, v1.Descriptor{Digest: expected, Size: expectedSize})
+}
+
+// WriteBlobDescriptor copies r into the store as the blob desc names: the
+// content must have desc's digest and, when desc.Size >= 0, its size, or
+// nothing is stored and the error is a *MismatchError naming desc (media
+// type, claimed digest and size, actual digest and size). Reading stops as
+// soon as the content is longer than desc.Size.
+func (s *Store) WriteBlobDescriptor(ctx context.Context, r io.Reader, desc v1.Descriptor) (size int64, created bool, err error) {
+	if desc.Digest == "" {
+		return 0, false, errors.New("write blob: descriptor without a digest")
+	}
+	_, size, created, err = s.writeBlob(ctx, r, desc)
+	return size, created, err
+}
+
+func (s *Store) writeBlob(ctx context.Context, r io.Reader, desc v1.Descriptor) (d digest.Digest, size int64, created bool, err error) {
+	alg := digest.Canonical
+	if desc.Digest != "" {
+		if err := desc.Digest.Validate(); err != nil {
+			return "", 0, false, fmt.Errorf("write blob %q: %w", desc.Digest, err)
+		}
+		alg = desc.Digest.Algorithm()
+	}
+	name := desc.Digest.String()
 	if name == "" {
 		name = "(new)"
 	}
@@ -230,16 +251,24 @@ func (s *Store) WriteBlob(ctx context.Context, r io.Reader, expected digest.Dige
 		}
 	}()
 	dg := alg.Digester()
-	size, err = io.Copy(io.MultiWriter(tmp, dg.Hash()), ctxReader{ctx, r})
+	in := io.Reader(ctxReader{ctx, r})
+	if desc.Size >= 0 {
+		in = io.LimitReader(in, desc.Size+1) // one byte more tells a longer blob
+	}
+	size, err = io.Copy(io.MultiWriter(tmp, dg.Hash()), in)
 	if err != nil {
 		return "", 0, false, fmt.Errorf("write blob %s: %w", name, err)
 	}
 	d = dg.Digest()
-	if expected != "" && d != expected {
-		return "", 0, false, fmt.Errorf("write blob %s: content has digest %s (modified or truncated): %w", expected, d, ErrCorrupt)
-	}
-	if expectedSize >= 0 && size != expectedSize {
-		return "", 0, false, fmt.Errorf("write blob %s: %d bytes, expected %d: %w", d, size, expectedSize, ErrCorrupt)
+	if desc.Digest != "" && d != desc.Digest || desc.Size >= 0 && size != desc.Size {
+		m := &MismatchError{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, Actual: d, ActualSize: size}
+		if desc.Size >= 0 && size > desc.Size {
+			m.Actual = "" // read up to one byte past the claim, not to the end
+		}
+		if m.Digest == "" {
+			m.Digest = d
+		}
+		return "", 0, false, fmt.Errorf("write blob: %w", m)
 	}
 	created, err = s.commitTemp(tmp, d)
 	tmp = nil
@@ -258,22 +287,35 @@ func (s *Store) WriteBlobBytes(ctx context.Context, b []byte) (digest.Digest, bo
 // commitTemp syncs, closes and renames a verified temporary file into place
 // as blob d; the temporary file is gone afterwards whatever happens.
 func (s *Store) commitTemp(tmp *os.File, d digest.Digest) (created bool, err error) {
-	defer func() {
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}()
+	if err := sealTemp(tmp); err != nil {
+		os.Remove(tmp.Name())
+		return false, fmt.Errorf("write blob %s: %w", d, err)
+	}
+	return s.placeTemp(tmp.Name(), d)
+}
+
+// sealTemp makes a written temporary file read-only and durable, and closes it.
+func sealTemp(tmp *os.File) error {
 	if err := tmp.Chmod(0o444); err != nil {
 		tmp.Close()
-		return false, fmt.Errorf("write blob %s: %w", d, err)
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return false, fmt.Errorf("write blob %s: %w", d, err)
+		return err
 	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("write blob %s: %w", d, err)
-	}
+	return tmp.Close()
+}
+
+// placeTemp renames the sealed temporary file at path into place as blob d,
+// whose content it must be; the temporary file is gone afterwards whatever
+// happens.
+func (s *Store) placeTemp(path string, d digest.Digest) (created bool, err error) {
+	defer func() {
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
 	p, err := s.blobPath(d)
 	if err != nil {
 		return false, err
@@ -282,10 +324,39 @@ func (s *Store) commitTemp(tmp *os.File, d digest.Digest) (created bool, err err
 		return false, fmt.Errorf("write blob %s: %w", d, err)
 	}
 	_, statErr := os.Lstat(p)
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := os.Rename(path, p); err != nil {
 		return false, fmt.Errorf("write blob %s: %w", d, err)
 	}
 	return errors.Is(statErr, fs.ErrNotExist), nil
+}
+
+// stagedBlob is content a source gave under some name, written to tmp/ and
+// hashed, not yet in the store: it goes in (place) only once the
+// descriptors that name it have been checked against it.
+type stagedBlob struct {
+	path   string
+	actual digest.Digest // of the content, in the algorithm of its name
+	size   int64
+}
+
+// stage writes r to a sealed temporary file, hashing it with alg.
+func (s *Store) stage(ctx context.Context, r io.Reader, alg digest.Algorithm) (*stagedBlob, error) {
+	tmp, err := os.CreateTemp(s.TmpDir(), "staged-*")
+	if err != nil {
+		return nil, err
+	}
+	dg := alg.Digester()
+	size, err := io.Copy(io.MultiWriter(tmp, dg.Hash()), ctxReader{ctx, r})
+	if err == nil {
+		err = sealTemp(tmp)
+	} else {
+		tmp.Close()
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return &stagedBlob{path: tmp.Name(), actual: dg.Digest(), size: size}, nil
 }
 
 // ctxReader stops a copy when ctx is done.

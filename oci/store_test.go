@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	digest "github.com/opencontainers/go-digest"
 
@@ -195,4 +197,30 @@ func TestHoldKeepsPruneOff(t *testing.T) {
 		t.Errorf("dangling image's layer after prune: %v", err)
 	}
 	ocitest.CheckConsistent(t, s)
+}
+
+// A lock file is never opened through a symlink: planted in a store another
+// user can write, it would make bothy create or open a file of their choice.
+func TestLocksDoNotFollowSymlinks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := newStore(t)
+	target := filepath.Join(t.TempDir(), "victim")
+	for _, lock := range []string{s.gcLockPath(), s.refsLock()} {
+		os.Remove(lock)
+		if err := os.Symlink(target, lock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if release, err := s.Hold(ctx); err == nil {
+		release()
+		t.Error("Hold opened gc.lock through a symlink")
+	}
+	if err := s.Tag(ctx, "x", "y"); err == nil {
+		t.Error("Tag opened a lock through a symlink")
+	}
+	s.Rollback(nil) // tries gc.lock exclusively: must not follow either
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the symlink's target was created: %v", err)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/docker"
 	dockerarchive "go.podman.io/image/v5/docker/archive"
+	"go.podman.io/image/v5/manifest"
 	ociarchive "go.podman.io/image/v5/oci/archive"
 	"go.podman.io/image/v5/oci/layout"
 	"go.podman.io/image/v5/signature"
@@ -147,37 +148,111 @@ func layoutImageName(src types.ImageReference) string {
 // soleRefName returns the ref.name annotation of the only manifest in an OCI
 // layout directory or archive's index.json.
 func soleRefName(path string, archive bool) string {
+	idx, err := readLayoutIndex(path, archive)
+	if err != nil || len(idx.Manifests) != 1 {
+		return ""
+	}
+	return idx.Manifests[0].Annotations[v1.AnnotationRefName]
+}
+
+// readLayoutIndex reads the index.json of an OCI layout directory or archive
+// (the last one, as extraction would leave it).
+func readLayoutIndex(path string, archive bool) (*v1.Index, error) {
 	var data []byte
 	if archive {
 		f, err := os.Open(path)
 		if err != nil {
-			return ""
+			return nil, err
 		}
 		defer f.Close()
-		tr := tar.NewReader(f)
+		r, err := oci.Decompress(f)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		tr := tar.NewReader(r)
 		for {
 			h, err := tr.Next()
-			if err != nil {
-				return ""
-			}
-			if strings.TrimPrefix(h.Name, "./") == v1.ImageIndexFile {
-				if data, err = io.ReadAll(io.LimitReader(tr, 1<<20)); err != nil {
-					return ""
-				}
+			if err == io.EOF {
 				break
 			}
+			if err != nil {
+				return nil, fmt.Errorf("read archive: %w", err)
+			}
+			if strings.TrimPrefix(h.Name, "./") == v1.ImageIndexFile {
+				if data, err = io.ReadAll(io.LimitReader(tr, oci.MaxManifestSize+1)); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if data == nil {
+			return nil, errors.New("not an OCI archive: no index.json")
 		}
 	} else {
 		var err error
 		if data, err = os.ReadFile(filepath.Join(path, v1.ImageIndexFile)); err != nil {
-			return ""
+			return nil, err
 		}
 	}
-	var idx v1.Index
-	if json.Unmarshal(data, &idx) != nil || len(idx.Manifests) != 1 {
-		return ""
+	if len(data) > oci.MaxManifestSize {
+		return nil, errors.New("index.json too large")
 	}
-	return idx.Manifests[0].Annotations[v1.AnnotationRefName]
+	var idx v1.Index
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("index.json: %w", err)
+	}
+	return &idx, nil
+}
+
+// sourceTop returns the descriptor that src's top-level manifest or index
+// must match: the digest of a docker:// reference, the index.json entry of an
+// oci: layout or oci-archive:; nil when nothing names it (a tag, a docker
+// archive).
+func sourceTop(src types.ImageReference) (*v1.Descriptor, error) {
+	switch src.Transport().Name() {
+	case docker.Transport.Name():
+		return pinnedDescriptor(src), nil
+	case layout.Transport.Name():
+		d, err := layout.LoadManifestDescriptor(src)
+		if err != nil {
+			return nil, fmt.Errorf("read index.json: %w", err)
+		}
+		return &d, nil
+	case ociarchive.Transport.Name():
+		path, image, _ := strings.Cut(src.StringWithinTransport(), ":")
+		idx, err := readLayoutIndex(path, true)
+		if err != nil {
+			return nil, err
+		}
+		d, err := selectManifest(idx, image)
+		if err != nil {
+			return nil, err
+		}
+		return &d, nil
+	}
+	return nil, nil
+}
+
+// selectManifest picks the index.json entry an oci-archive: reference means,
+// by containers/image's rule: the entry whose ref.name is image, else the
+// only entry. (Should the two ever disagree, the manifest containers/image
+// reads does not match this descriptor and the pull is refused.)
+func selectManifest(idx *v1.Index, image string) (v1.Descriptor, error) {
+	if image == "" {
+		if len(idx.Manifests) != 1 {
+			return v1.Descriptor{}, fmt.Errorf("index.json lists %d images: name one", len(idx.Manifests))
+		}
+		return idx.Manifests[0], nil
+	}
+	for _, d := range idx.Manifests {
+		if d.Annotations[v1.AnnotationRefName] == image {
+			switch d.MediaType {
+			case v1.MediaTypeImageManifest, v1.MediaTypeImageIndex, manifest.DockerV2Schema2MediaType, manifest.DockerV2ListMediaType:
+				return d, nil
+			}
+		}
+	}
+	return v1.Descriptor{}, fmt.Errorf("index.json has no image %q: %w", image, oci.ErrNotFound)
 }
 
 // ImportArchive imports the image in an OCI layout directory, an OCI archive
@@ -322,7 +397,12 @@ func copyIn(ctx context.Context, s *oci.Store, src types.ImageReference, sys *ty
 		return nil, err
 	}
 	defer pc.Destroy()
-	_, err = copy.Image(ctx, pc, storeRef{s: s, dest: dest}, src, &copy.Options{
+	top, err := sourceTop(src)
+	if err != nil {
+		return nil, err
+	}
+	vsrc := newVerifiedRef(src, top)
+	_, err = copy.Image(ctx, pc, storeRef{s: s, dest: dest}, vsrc, &copy.Options{
 		RemoveSignatures:      true,
 		ReportWriter:          progress,
 		SourceCtx:             sys,
@@ -333,5 +413,5 @@ func copyIn(ctx context.Context, s *oci.Store, src types.ImageReference, sys *ty
 		return nil, err
 	}
 	md, _ := dest.result()
-	return s.CommitImage(ctx, md, names)
+	return s.CommitImageVia(ctx, md, vsrc.verified(), names)
 }

@@ -90,7 +90,8 @@ func (r storeRef) DeleteImage(ctx context.Context, sys *types.SystemContext) err
 }
 
 // storeDest receives one image from copy.Image. Every blob is verified
-// while written and renamed into place; manifests included. It records the
+// while written against the digest and size copy.Image gives (the source's
+// descriptor) and renamed into place; manifests included. It records the
 // blobs it created (for rollback) and the manifest digest.
 type storeDest struct {
 	s *oci.Store
@@ -125,12 +126,20 @@ func (d *storeDest) PutBlob(ctx context.Context, stream io.Reader, info types.Bl
 	if size < 0 {
 		size = -1
 	}
-	dg, n, created, err := d.s.WriteBlob(ctx, stream, info.Digest, size)
+	if info.Digest == "" { // content copy.Image made (recompressed): named by its digest
+		dg, n, created, err := d.s.WriteBlob(ctx, stream, "", size)
+		if err != nil {
+			return types.BlobInfo{}, err
+		}
+		d.noteCreated(dg, created)
+		return types.BlobInfo{Digest: dg, Size: n}, nil
+	}
+	n, created, err := d.s.WriteBlobDescriptor(ctx, stream, v1.Descriptor{MediaType: info.MediaType, Digest: info.Digest, Size: size})
 	if err != nil {
 		return types.BlobInfo{}, err
 	}
-	d.noteCreated(dg, created)
-	return types.BlobInfo{Digest: dg, Size: n}, nil
+	d.noteCreated(info.Digest, created)
+	return types.BlobInfo{Digest: info.Digest, Size: n}, nil
 }
 
 func (d *storeDest) noteCreated(dg digest.Digest, created bool) {
@@ -147,8 +156,8 @@ func (d *storeDest) TryReusingBlob(ctx context.Context, info types.BlobInfo, _ t
 	if info.Digest == "" {
 		return false, types.BlobInfo{}, errors.New("bothy-store: cannot reuse a blob with unknown digest")
 	}
-	size := info.Size
-	if size <= 0 {
+	size := info.Size // a size of 0 is a claim too: only -1 means unknown
+	if size < 0 {
 		size = -1
 	}
 	n, ok := d.s.HasBlob(info.Digest, size)
