@@ -766,3 +766,36 @@ func TestDescendantHoldsPipes(t *testing.T) {
 	syscall.Kill(pid, syscall.SIGKILL)
 	gone(t, pid)
 }
+
+// Connections beyond MaxConns wait to be accepted: with one allowed, a
+// second client is answered only once the first has gone.
+func TestConnectionLimit(t *testing.T) {
+	ts := newServer(t, executor.Options{MaxConns: 1})
+	first, err := net.Dial("unix", ts.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unfinished request keeps the first connection busy.
+	if _, err := first.Write([]byte("GET /alive HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := ts.hc.Get("http://x/alive")
+		if err != nil {
+			answered <- -1
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	select {
+	case status := <-answered:
+		t.Fatalf("second connection answered (%d) while the first is open", status)
+	case <-time.After(300 * time.Millisecond):
+	}
+	first.Close()
+	if status := <-answered; status != 200 {
+		t.Fatalf("second connection: %d", status)
+	}
+}

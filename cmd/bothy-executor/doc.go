@@ -8,5 +8,6 @@
 //	               [--grace D]
 //	               [--log PATH] [--subreaper] [--main-log PATH] [--exit-with-main]
 //	               [--max-output N] [--no-change-timeout D] [--max-upload N]
+//	               [--max-request-body N] [--request-memory N] [--output-memory N] [--memory-limit N]
 //	               [-- MAIN COMMAND...]
 package main
