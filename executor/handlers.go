@@ -289,6 +289,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Group == nil || *req.Group {
+		if terminating(sig) {
+			p.killGroup.Store(true) // nothing of an interrupted command is left
+		}
 		err = p.proc.SignalGroup(sig)
 	} else {
 		err = p.proc.Signal(sig)
@@ -329,6 +332,15 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, p.snapshot())
+}
+
+// terminating reports whether sig is one a user sends to stop a command.
+func terminating(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGKILL:
+		return true
+	}
+	return false
 }
 
 func queryBool(v string) bool {

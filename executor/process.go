@@ -44,6 +44,11 @@ type process struct {
 
 	timedOut atomic.Bool
 	timer    *time.Timer
+	// killGroup: once the process has exited, SIGKILL goes to what is left
+	// of its process group (set by kill, and by a terminating signal sent
+	// to the group through the API: an interrupted command leaves nothing
+	// behind, not even the background jobs sh starts ignoring SIGINT).
+	killGroup atomic.Bool
 
 	pumpsLeft atomic.Int32
 	pumpsDone chan struct{}
@@ -380,6 +385,12 @@ func (p *process) sink(stream uint8, data []byte) {
 // status.
 func (p *process) supervise(outR, errR *os.File) {
 	<-p.proc.Done()
+	if p.killGroup.Load() {
+		// The group id cannot be reused while the group has members; an
+		// empty group's id could only come back after the pid space
+		// wrapped around.
+		p.proc.SignalGroup(syscall.SIGKILL)
+	}
 	st, _ := p.proc.Status()
 	if st.Signal == syscall.SIGKILL && p.oomKnown && !p.timedOut.Load() {
 		if n, ok := oomKills(); ok && n > p.oomBefore {
@@ -488,8 +499,10 @@ func (p *process) copyStdin(ctx context.Context, r io.Reader, closeIt bool) (int
 	return total, nil
 }
 
-// kill sends SIGKILL to the process group (a no-op once it has exited).
+// kill sends SIGKILL to the process group, and to what is left of it
+// once the process has exited (a no-op once it is done).
 func (p *process) kill() {
+	p.killGroup.Store(true)
 	select {
 	case <-p.done:
 		return
