@@ -17,7 +17,7 @@ func BenchmarkStartWaitInternal(b *testing.B) {
 	defer s.Close()
 	req := api.RunRequest{Argv: []string{"true"}, Wait: true}
 	for b.Loop() {
-		p, err := s.start(context.Background(), &req)
+		p, err := s.start(context.Background(), &req, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

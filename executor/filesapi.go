@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -168,12 +169,59 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
+	if fq.maxBytes == 0 || fq.maxBytes > files.DefaultMaxReadBytes {
+		fq.maxBytes = files.DefaultMaxReadBytes
+	}
+	mem, err := s.reserveFile(r.Context(), fq.path, readCost(fq.maxBytes))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	defer mem.release()
 	res, err := files.Read(r.Context(), fq.path, files.ReadOptions{Start: fq.start, End: fq.end, MaxBytes: fq.maxBytes})
 	if err != nil {
 		httpError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// fileCost estimates the memory a request holds for a file of size bytes.
+type fileCost func(size int64) int64
+
+// readCost is a read returned in JSON: the content (a data URL is 4/3 of
+// the file), and the encoded response, up to max bytes of the file.
+func readCost(max int64) fileCost {
+	return func(size int64) int64 { return 4 * min(size, max) }
+}
+
+// editorCost is an editor command: the file as bytes and text, the new
+// text, the undo entry, the diff and the response, which carries the old
+// and new texts (files over editor.DefaultMaxFileSize are refused unread).
+func editorCost(size int64) int64 {
+	if size > editor.DefaultMaxFileSize {
+		return 0
+	}
+	return 8 * size
+}
+
+// reserveFile reserves what a request will hold for the regular file at p
+// (by cost) from the request memory budget, waiting its turn; nothing for
+// a small, missing or special file.
+func (s *Server) reserveFile(ctx context.Context, p string, cost fileCost) (*reservation, error) {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, nil
+	}
+	n := cost(fi.Size())
+	if n <= smallBody {
+		return nil, nil
+	}
+	res, err := s.reqMem.acquire(ctx, n)
+	if err != nil {
+		return nil, fmt.Errorf("wait for request memory: %w", err)
+	}
+	return res, nil
 }
 
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
@@ -246,7 +294,14 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleFileMove(w http.ResponseWriter, r *http.Request) {
 	var req api.MoveRequest
-	if err := decodeJSON(s.body(w, r), &req); err != nil {
+	body, res, err := s.jsonBody(w, r)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	err = decodeJSON(body, &req)
+	res.release()
+	if err != nil {
 		httpError(w, err)
 		return
 	}
@@ -410,11 +465,23 @@ func decodeEditor(r io.Reader) (editor.Command, error) {
 }
 
 func (s *Server) handleEditor(w http.ResponseWriter, r *http.Request) {
-	cmd, err := decodeEditor(s.body(w, r))
+	body, mem, err := s.jsonBody(w, r)
 	if err != nil {
 		httpError(w, err)
 		return
 	}
+	defer mem.release()
+	cmd, err := decodeEditor(body)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	fmem, err := s.reserveFile(r.Context(), cmd.Path, editorCost)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	defer fmem.release()
 	res, err := s.editor.Do(r.Context(), cmd)
 	if err != nil {
 		httpError(w, err)

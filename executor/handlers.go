@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,9 +9,9 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/reap"
@@ -28,18 +29,24 @@ func (s *Server) handleAlive(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeRunRequest(s.body(w, r))
+	body, res, err := s.jsonBody(w, r)
 	if err != nil {
+		httpError(w, err)
+		return
+	}
+	req, err := decodeRunRequest(body)
+	if err != nil {
+		res.release()
 		httpError(w, err)
 		return
 	}
 	switch req.Mode() {
 	case api.ModeWait:
-		s.runWait(w, r, &req)
+		s.runWait(w, r, &req, res)
 	case api.ModeStream:
-		s.runStream(w, r, &req)
+		s.runStream(w, r, &req, res)
 	default:
-		p, err := s.start(s.baseCtx, &req)
+		p, err := s.start(s.baseCtx, &req, res)
 		if err != nil {
 			httpError(w, err)
 			return
@@ -49,43 +56,31 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 }
 
 // runWait runs a process to completion; a request that goes away kills it.
-func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest) {
-	p, err := s.start(r.Context(), req)
+func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *reservation) {
+	p, err := s.start(r.Context(), req, res)
 	if err != nil {
 		httpError(w, err)
 		return
 	}
 	defer s.procs.remove(p)
+	defer p.capOut.release()
+	defer p.capErr.release()
 	stop := context.AfterFunc(r.Context(), p.kill)
 	<-p.done
 	stop()
-	res := api.RunResult{
+	writeRunResult(w, &api.RunResult{
 		ID: p.id, PID: p.proc.Pid, ExitCode: p.status.Code(),
 		Signal: api.SignalName(p.status.Signal), TimedOut: p.timedOut.Load(),
 		OOMKilled:  p.status.OOMKilled,
 		DurationMS: float64(p.finished.Sub(p.started).Microseconds()) / 1000,
-	}
-	var out []byte
-	out, res.StdoutTruncated = p.capOut.Bytes()
-	setOutput(&res.Stdout, &res.StdoutB64, out)
-	out, res.StderrTruncated = p.capErr.Bytes()
-	setOutput(&res.Stderr, &res.StderrB64, out)
-	writeJSON(w, http.StatusOK, &res)
-}
-
-func setOutput(text *string, b64 *[]byte, out []byte) {
-	if utf8.Valid(out) {
-		*text = string(out)
-	} else {
-		*b64 = out
-	}
+	}, p.capOut, p.capErr)
 }
 
 // runStream streams a process's output as events; a request that goes away
 // kills it.
-func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest) {
+func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *reservation) {
 	ctx := r.Context()
-	p, err := s.start(ctx, req)
+	p, err := s.start(ctx, req, res)
 	if err != nil {
 		httpError(w, err)
 		return
@@ -213,24 +208,29 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// handleStdin writes to a process's stdin: an application/octet-stream
+// body is copied as it arrives, in pipe-sized pieces, however large; a
+// JSON body carries its data inline (up to MaxRequestBody).
 func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 	p, err := s.procs.get(r.PathValue("id"))
 	if err != nil {
 		httpError(w, err)
 		return
 	}
-	var data []byte
+	var in io.Reader
 	var closeIt bool
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == "application/octet-stream" {
-		if data, err = io.ReadAll(s.body(w, r)); err != nil {
-			httpError(w, badRequestOr(err))
+		in, closeIt = r.Body, queryBool(r.URL.Query().Get("close"))
+	} else {
+		body, res, err := s.jsonBody(w, r)
+		if err != nil {
+			httpError(w, err)
 			return
 		}
-		closeIt = queryBool(r.URL.Query().Get("close"))
-	} else {
+		defer res.release()
 		var req api.StdinRequest
-		if err := decodeJSON(s.body(w, r), &req); err != nil {
+		if err := decodeJSON(body, &req); err != nil {
 			httpError(w, err)
 			return
 		}
@@ -238,17 +238,19 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 			httpError(w, badRequest{errors.New("data and b64 are exclusive")})
 			return
 		}
-		data, closeIt = req.B64, req.Close
-		if data == nil {
-			data = []byte(req.Data)
+		closeIt = req.Close
+		if req.B64 != nil {
+			in = bytes.NewReader(req.B64)
+		} else {
+			in = strings.NewReader(req.Data)
 		}
 	}
-	n, err := p.writeStdin(r.Context(), data, closeIt)
+	n, err := p.copyStdin(r.Context(), in, closeIt)
 	if err != nil {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.StdinResult{Written: n, Closed: closeIt})
+	writeJSON(w, http.StatusOK, api.StdinResult{Written: int(n), Closed: closeIt})
 }
 
 func badRequestOr(err error) error {
@@ -266,7 +268,14 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.SignalRequest
-	if err := decodeJSON(s.body(w, r), &req); err != nil {
+	body, res, err := s.jsonBody(w, r)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	err = decodeJSON(body, &req)
+	res.release()
+	if err != nil {
 		httpError(w, err)
 		return
 	}
@@ -280,6 +289,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Group == nil || *req.Group {
+		if terminating(sig) {
+			p.killGroup.Store(true) // nothing of an interrupted command is left
+		}
 		err = p.proc.SignalGroup(sig)
 	} else {
 		err = p.proc.Signal(sig)
@@ -320,6 +332,15 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, p.snapshot())
+}
+
+// terminating reports whether sig is one a user sends to stop a command.
+func terminating(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGKILL:
+		return true
+	}
+	return false
 }
 
 func queryBool(v string) bool {

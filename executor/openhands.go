@@ -42,7 +42,7 @@ func decodeLenient(r io.Reader, v any) error {
 			return err
 		}
 		if errors.Is(err, io.EOF) {
-			return badRequest{errors.New("decode request: empty body")}
+			return badRequest{errEmptyBody}
 		}
 		return badRequest{fmt.Errorf("decode request: %w", err)}
 	}
@@ -87,10 +87,25 @@ func decodeArgs(a *api.Action, v any) error {
 }
 
 func (s *Server) handleExecuteAction(w http.ResponseWriter, r *http.Request) {
-	a, err := decodeExecuteAction(s.body(w, r))
+	body, mem, err := s.jsonBody(w, r)
 	if err != nil {
 		httpError(w, err)
 		return
+	}
+	a, err := decodeExecuteAction(body)
+	if err != nil {
+		mem.release()
+		httpError(w, err)
+		return
+	}
+	switch a.Action {
+	case api.ActionRead, api.ActionWrite, api.ActionEdit:
+		// Short, and they work on what the body carries.
+		defer mem.release()
+	default:
+		// Commands and plugins' actions may run for long: what their body
+		// turned into is small or handed over.
+		mem.release()
 	}
 	if p, ok := s.plugins[a.Action]; ok {
 		s.executePlugin(w, r, p, a)
@@ -162,9 +177,15 @@ func (s *Server) actionRun(ctx context.Context, a *api.Action) (*api.Observation
 		if args.Cwd != nil && *args.Cwd != "" {
 			cwd = s.resolve(*args.Cwd)
 		}
+		select {
+		case s.staticSlots <- struct{}{}:
+			defer func() { <-s.staticSlots }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 		sess, err = bash.New(context.WithoutCancel(ctx), bash.Options{
 			Name: "static", Cwd: cwd, Env: sessionEnv(s.env),
-			NoChangeTimeout: s.opts.NoChangeTimeout, Reaper: s.reaper,
+			NoChangeTimeout: s.opts.NoChangeTimeout, MaxBuffer: sessionMaxBuffer, Reaper: s.reaper,
 		})
 		if err == nil {
 			defer sess.Close()
@@ -251,6 +272,11 @@ func (s *Server) actionRead(ctx context.Context, a *api.Action) (*api.Observatio
 
 	wd := s.workingDir()
 	p := s.resolve(*args.Path)
+	mem, err := s.reserveFile(ctx, p, readCost(files.DefaultMaxReadBytes))
+	if err != nil {
+		return nil, err
+	}
+	defer mem.release()
 	if mt, ok := videoTypes[strings.ToLower(filepath.Ext(p))]; ok {
 		return readMedia(ctx, p, mt, wd)
 	}
@@ -269,8 +295,7 @@ func (s *Server) actionRead(ctx context.Context, a *api.Action) (*api.Observatio
 	case files.KindBinary:
 		return api.ErrorObservationOf("ERROR_BINARY_FILE"), nil
 	}
-	lines := pyReadLines(splitLinesKeepEnds(res.Content), args.Start, args.End)
-	return readObservation(p, strings.Join(lines, ""), api.ImplSourceDefault), nil
+	return readObservation(p, pyReadLines(res.Content, args.Start, args.End), api.ImplSourceDefault), nil
 }
 
 // readMedia returns a video or audio file as a data URL.
@@ -294,19 +319,37 @@ func readMedia(ctx context.Context, p, mimeType, wd string) (*api.Observation, e
 	return readObservation(p, "data:"+mimeType+";base64,"+b64(buf.Bytes()), api.ImplSourceDefault), nil
 }
 
-// splitLinesKeepEnds splits text after each "\n" (Python's readlines).
-func splitLinesKeepEnds(text string) []string {
-	lines := strings.SplitAfter(text, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+// OpenHands' read and write actions work on Python line lists
+// (readlines); these work on line ranges of the text itself, so that a
+// text of many short lines costs no slice of lines.
+
+// lineCount is the number of lines of text as Python's readlines counts
+// them (a last line without "\n" counts).
+func lineCount(text string) int {
+	n := strings.Count(text, "\n")
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		n++
 	}
-	return lines
+	return n
 }
 
-// pySlice is Python's lines[i:j] (negative indexes count from the end,
-// out-of-range ones are clamped).
-func pySlice(lines []string, i, j int) []string {
-	n := len(lines)
+// lineOffset returns where line k (0-based) of text starts, len(text)
+// past the last line.
+func lineOffset(text string, k int) int {
+	off := 0
+	for ; k > 0; k-- {
+		i := strings.IndexByte(text[off:], '\n')
+		if i < 0 {
+			return len(text)
+		}
+		off += i + 1
+	}
+	return off
+}
+
+// pySliceText is Python's "".join(lines[i:j]) for the n lines of text
+// (negative indexes count from the end, out-of-range ones are clamped).
+func pySliceText(text string, n, i, j int) string {
 	clamp := func(k int) int {
 		if k < 0 {
 			k += n
@@ -315,22 +358,23 @@ func pySlice(lines []string, i, j int) []string {
 	}
 	i, j = clamp(i), clamp(j)
 	if i >= j {
-		return nil
+		return ""
 	}
-	return lines[i:j]
+	a := lineOffset(text, i)
+	return text[a : a+lineOffset(text[a:], j-i)]
 }
 
 // pyReadLines is OpenHands' read_lines: 0-based start, exclusive end, -1
 // for the end of the file, with its clamping.
-func pyReadLines(all []string, start, end int) []string {
-	n := len(all)
+func pyReadLines(text string, start, end int) string {
+	n := lineCount(text)
 	start = min(max(start, 0), n)
 	if end != -1 {
 		end = max(end, 0)
 	}
 	end = min(end, n)
 	if end == -1 {
-		return pySlice(all, start, n)
+		return pySliceText(text, n, start, n)
 	}
 	begin := max(0, min(start, n-2))
 	if end > n {
@@ -339,24 +383,30 @@ func pyReadLines(all []string, start, end int) []string {
 		end = max(begin+1, end)
 	}
 	if end == -1 {
-		return pySlice(all, begin, -1)
+		return pySliceText(text, n, begin, -1)
 	}
-	return pySlice(all, begin, end)
+	return pySliceText(text, n, begin, end)
 }
 
-// pyInsertLines is OpenHands' insert_lines.
-func pyInsertLines(toInsert, original []string, start, end int) []string {
-	var out []string
+// pyInsertLines is OpenHands' insert_lines of content.split("\n") into
+// the lines of original: each inserted line ends with "\n", so the
+// inserted text is content and a "\n".
+func pyInsertLines(content, original string, start, end int) string {
+	n := lineCount(original)
+	var before, after string
 	if start != 0 {
-		out = append(out, pySlice(original, 0, start)...)
-	}
-	for _, l := range toInsert {
-		out = append(out, l+"\n")
+		before = pySliceText(original, n, 0, start)
 	}
 	if end != -1 {
-		out = append(out, pySlice(original, end, len(original))...)
+		after = pySliceText(original, n, end, n)
 	}
-	return out
+	var b strings.Builder
+	b.Grow(len(before) + len(content) + 1 + len(after))
+	b.WriteString(before)
+	b.WriteString(content)
+	b.WriteString("\n")
+	b.WriteString(after)
+	return b.String()
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -374,6 +424,10 @@ func editorOutput(out string, err error) (string, error) {
 	return out, nil
 }
 
+// writeCost is a write action on an existing file of size bytes: the file
+// as text, its lines, and the joined result.
+func writeCost(size int64) int64 { return 4 * min(size, editor.DefaultMaxFileSize) }
+
 func (s *Server) actionWrite(ctx context.Context, a *api.Action) (*api.Observation, error) {
 	args := api.FileWriteArgs{End: -1}
 	if err := decodeArgs(a, &args); err != nil {
@@ -383,26 +437,33 @@ func (s *Server) actionWrite(ctx context.Context, a *api.Action) (*api.Observati
 		return nil, badRequest{errors.New("write action: path and content are required")}
 	}
 	p := s.resolve(*args.Path)
-	insert := strings.Split(*args.Content, "\n")
-	var lines []string
+	// The file is read whole to insert the content into it: up to the
+	// editor's limit, and within the request memory budget.
+	mem, err := s.reserveFile(ctx, p, writeCost)
+	if err != nil {
+		return nil, err
+	}
+	defer mem.release()
+	var text string
 	mode := fs.FileMode(0o664) // OpenHands' mode for new files
-	old, err := files.Read(ctx, p, files.ReadOptions{MaxBytes: 1 << 62})
+	old, err := files.Read(ctx, p, files.ReadOptions{MaxBytes: editor.DefaultMaxFileSize})
+	if err == nil && old.Truncated {
+		return api.ErrorObservationOf(fmt.Sprintf("Failed to write %s: the file is larger than %d bytes: write it through /upload_file", p, editor.DefaultMaxFileSize)), nil
+	}
 	switch {
 	case err == nil && old.Kind == files.KindText:
-		lines = pyInsertLines(insert, splitLinesKeepEnds(old.Content), args.Start, args.End)
+		text = pyInsertLines(*args.Content, old.Content, args.Start, args.End)
 		mode = 0 // keep the existing file's mode (and owner)
 	case err == nil:
 		return api.ErrorObservationOf(fmt.Sprintf("File could not be decoded as utf-8: %s", p)), nil
 	case errors.Is(err, files.ErrIsDir):
 		return api.ErrorObservationOf(fmt.Sprintf("Path is a directory: %s. You can only write to files", p)), nil
 	case errors.Is(err, files.ErrNotFound):
-		for _, l := range insert {
-			lines = append(lines, l+"\n")
-		}
+		text = *args.Content + "\n"
 	default:
 		return api.ErrorObservationOf(fmt.Sprintf("Failed to write %s: %v", p, err)), nil
 	}
-	if _, err := files.Write(ctx, p, strings.NewReader(strings.Join(lines, "")), files.WriteOptions{Mode: mode}); err != nil {
+	if _, err := files.Write(ctx, p, strings.NewReader(text), files.WriteOptions{Mode: mode}); err != nil {
 		if errors.Is(err, files.ErrNotDir) || errors.Is(err, files.ErrIsDir) {
 			return api.ErrorObservationOf(fmt.Sprintf("File not found: %s", p)), nil
 		}
@@ -440,6 +501,11 @@ func (s *Server) actionEdit(ctx context.Context, a *api.Action) (*api.Observatio
 		n, _ := strconv.Atoi(il)
 		cmd.InsertLine = &n
 	}
+	mem, err := s.reserveFile(ctx, p, editorCost)
+	if err != nil {
+		return nil, err
+	}
+	defer mem.release()
 	res, err := s.editor.Do(ctx, cmd)
 	content, err := editorOutput(res.Output, err)
 	if err != nil {
@@ -567,16 +633,16 @@ func (s *Server) handleDownloadFiles(w http.ResponseWriter, r *http.Request) {
 // handleListFiles is OpenHands' POST /list_files.
 func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 	var req api.ListFilesRequest
-	body, err := io.ReadAll(s.body(w, r))
+	body, mem, err := s.jsonBody(w, r)
 	if err != nil {
-		httpError(w, badRequestOr(err))
+		httpError(w, err)
 		return
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		if err := decodeLenient(bytes.NewReader(body), &req); err != nil {
-			httpError(w, err)
-			return
-		}
+	err = decodeLenient(body, &req)
+	mem.release()
+	if err != nil && !errors.Is(err, errEmptyBody) { // no body: the working directory
+		httpError(w, err)
+		return
 	}
 	dir := s.cwd
 	if req.Path != nil {

@@ -17,41 +17,86 @@ const readBufSize = 32 << 10
 
 var readBufPool = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
 
+// outputFloor is what each output buffer may hold without drawing on the
+// executor's output budget: small outputs never touch it, and a process
+// whose output finds the budget spent still keeps this much.
+const outputFloor = 4 << 10
+
 // capBuffer keeps the first and the last bytes of an output stream, at
 // most max in total. The head grows as needed; the tail ring is allocated
-// only once the head is full.
+// only once the head is full. Memory beyond outputFloor is drawn from the
+// output budget: when the budget is spent the buffer keeps what it has and
+// counts the rest as dropped.
 type capBuffer struct {
-	max   int
-	head  []byte
-	tail  []byte // ring of max-max/2 bytes
-	tpos  int
-	tfull bool
-	total int64
+	max    int
+	budget *outBudget
+	held   int64 // bytes drawn from budget
+	starve bool  // the budget refused: keep no more
+	head   []byte
+	tail   []byte // ring of at most max-max/2 bytes
+	tpos   int
+	tfull  bool
+	total  int64
 }
 
-func newCapBuffer(max int) *capBuffer { return &capBuffer{max: max} }
+func newCapBuffer(max int, budget *outBudget) *capBuffer {
+	return &capBuffer{max: max, budget: budget}
+}
+
+// allow returns how many bytes of memory the buffer may use in all, up to
+// want, drawing what it lacks from the budget.
+func (b *capBuffer) allow(want int) int {
+	if need := int64(want) - outputFloor - b.held; need > 0 {
+		got := b.budget.grab(need)
+		b.held += got
+		if got < need {
+			b.starve = true
+		}
+	}
+	return min(want, int(outputFloor+b.held))
+}
+
+// release gives the buffer's memory back to the budget; the buffer must
+// not be used afterwards.
+func (b *capBuffer) release() {
+	b.budget.give(b.held)
+	b.held = 0
+	b.head, b.tail = nil, nil
+}
 
 func (b *capBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	b.total += int64(n)
 	headMax := b.max / 2
-	if room := headMax - len(b.head); room > 0 {
+	if room := headMax - len(b.head); room > 0 && !b.starve {
 		k := min(room, len(p))
+		if len(b.head)+k > cap(b.head) {
+			c := min(headMax, max(2*cap(b.head), len(b.head)+k, 4096))
+			c = b.allow(c)
+			k = min(k, c-len(b.head))
+			nh := make([]byte, len(b.head), c)
+			copy(nh, b.head)
+			b.head = nh
+		}
 		b.head = append(b.head, p[:k]...)
 		p = p[k:]
 	}
 	if len(p) == 0 {
 		return n, nil
 	}
-	tailMax := b.max - headMax
-	if tailMax == 0 {
-		return n, nil
-	}
 	if b.tail == nil {
-		b.tail = make([]byte, tailMax)
+		tailMax := b.max - headMax
+		if b.starve || len(b.head) < headMax || tailMax == 0 {
+			return n, nil // no memory for a tail: the rest is dropped
+		}
+		size := b.allow(cap(b.head)+tailMax) - cap(b.head)
+		if size <= 0 {
+			return n, nil
+		}
+		b.tail = make([]byte, size)
 	}
-	if len(p) >= tailMax {
-		copy(b.tail, p[len(p)-tailMax:])
+	if len(p) >= len(b.tail) {
+		copy(b.tail, p[len(p)-len(b.tail):])
 		b.tpos, b.tfull = 0, true
 		return n, nil
 	}
@@ -66,23 +111,22 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Bytes returns the captured output and whether bytes were dropped; a
-// dropped middle is replaced by a marker line. Cuts are moved to UTF-8
-// character boundaries so text output stays text.
-func (b *capBuffer) Bytes() ([]byte, bool) {
+// segments returns the captured output as the pieces to send in order,
+// whether bytes were dropped, and whether the whole is valid UTF-8. A
+// dropped middle is replaced by a marker line; cuts are moved to UTF-8
+// character boundaries so text output stays text. The ring is rotated in
+// place (its oldest byte first), which the buffer's state follows.
+func (b *capBuffer) segments() (segs [][]byte, truncated, text bool) {
 	var tail []byte
 	if b.tfull {
-		tail = make([]byte, 0, len(b.tail))
-		tail = append(append(tail, b.tail[b.tpos:]...), b.tail[:b.tpos]...)
+		rotate(b.tail, b.tpos)
+		b.tpos = 0
+		tail = b.tail
 	} else if b.tail != nil {
 		tail = b.tail[:b.tpos]
 	}
-	kept := int64(len(b.head) + len(tail))
-	if kept == b.total {
-		if len(tail) == 0 {
-			return b.head, false
-		}
-		return append(b.head, tail...), false
+	if int64(len(b.head)+len(tail)) == b.total {
+		return [][]byte{b.head, tail}, false, validUTF8(b.head, tail)
 	}
 	head := b.head
 	// Drop a partial character at the end of the head…
@@ -99,13 +143,62 @@ func (b *capBuffer) Bytes() ([]byte, bool) {
 		tail = tail[1:]
 	}
 	dropped := b.total - int64(len(head)+len(tail))
-	out := make([]byte, 0, len(head)+len(tail)+64)
-	out = append(out, head...)
-	out = append(out, "\n[... bothy: "...)
-	out = strconv.AppendInt(out, dropped, 10)
-	out = append(out, " bytes truncated ...]\n"...)
-	out = append(out, tail...)
-	return out, true
+	marker := "\n[... bothy: " + strconv.FormatInt(dropped, 10) + " bytes truncated ...]\n"
+	return [][]byte{head, []byte(marker), tail}, true, utf8.Valid(head) && utf8.Valid(tail)
+}
+
+// Bytes returns the captured output in one slice and whether bytes were
+// dropped (see segments).
+func (b *capBuffer) Bytes() ([]byte, bool) {
+	segs, truncated, _ := b.segments()
+	var out []byte
+	for _, s := range segs {
+		out = append(out, s...)
+	}
+	return out, truncated
+}
+
+// rotate turns s left by k in place (s[k:] then s[:k]).
+func rotate(s []byte, k int) {
+	reverse := func(s []byte) {
+		for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+			s[i], s[j] = s[j], s[i]
+		}
+	}
+	reverse(s[:k])
+	reverse(s[k:])
+	reverse(s)
+}
+
+// validUTF8 reports whether the concatenation of segs is valid UTF-8,
+// without concatenating them.
+func validUTF8(segs ...[]byte) bool {
+	var pend [2 * utf8.UTFMax]byte
+	np := 0 // bytes of a character cut by a segment boundary
+	for _, s := range segs {
+		if np > 0 {
+			k := copy(pend[np:], s[:min(len(s), utf8.UTFMax)])
+			if !utf8.FullRune(pend[:np+k]) {
+				if k < len(s) {
+					return false
+				}
+				np += k
+				continue
+			}
+			r, size := utf8.DecodeRune(pend[:np+k])
+			if r == utf8.RuneError && size <= 1 {
+				return false
+			}
+			s = s[size-np:]
+			np = 0
+		}
+		cut := incompleteRune(s)
+		if !utf8.Valid(s[:len(s)-cut]) {
+			return false
+		}
+		np = copy(pend[:], s[len(s)-cut:])
+	}
+	return np == 0
 }
 
 // logChunk is one write of a background process, at offset off of the
@@ -117,33 +210,64 @@ type logChunk struct {
 }
 
 // outputLog retains the last limit bytes of a background process's
-// combined output for GET /v1/processes/{id}/output.
+// combined output for GET /v1/processes/{id}/output. Beyond outputFloor it
+// draws on the output budget; when the budget is spent it retains less (at
+// least the newest chunk), dropping the oldest output first.
 type outputLog struct {
 	mu     sync.Mutex
 	chunks []logChunk
 	start  int64 // offset of the first retained byte
 	end    int64 // offset past the last byte
 	limit  int64
+	budget *outBudget
+	held   int64 // bytes drawn from budget
+	mem    int64 // bytes allocated for retained chunks
 	closed bool
 	wake   chan struct{} // closed and replaced on write and close
 }
 
-func newOutputLog(limit int) *outputLog {
-	return &outputLog{limit: int64(max(limit, 2*readBufSize)), wake: make(chan struct{})}
+// chunkOverhead is what a retained chunk costs besides its data.
+const chunkOverhead = 64
+
+func newOutputLog(limit int, budget *outBudget) *outputLog {
+	return &outputLog{limit: int64(max(limit, 2*readBufSize)), budget: budget, wake: make(chan struct{})}
 }
 
 func (l *outputLog) write(stream uint8, p []byte) {
-	data := append([]byte(nil), p...)
 	l.mu.Lock()
-	l.chunks = append(l.chunks, logChunk{off: l.end, stream: stream, data: data})
+	// Small writes go into the last chunk while it has room, so a process
+	// writing a byte at a time is not charged a chunk per byte.
+	if n := len(l.chunks); n > 0 && l.chunks[n-1].stream == stream && len(l.chunks[n-1].data)+len(p) <= cap(l.chunks[n-1].data) {
+		l.chunks[n-1].data = append(l.chunks[n-1].data, p...)
+	} else {
+		data := make([]byte, len(p), max(len(p), min(4096, readBufSize)))
+		copy(data, p)
+		l.chunks = append(l.chunks, logChunk{off: l.end, stream: stream, data: data})
+		l.mem += int64(cap(data)) + chunkOverhead
+	}
 	l.end += int64(len(p))
-	for l.end-l.start > l.limit && len(l.chunks) > 1 {
+	// Retain at most limit bytes of output, in at most what the floor and
+	// the budget allow of memory.
+	if need := l.mem - outputFloor - l.held; need > 0 && l.held < l.limit {
+		l.held += l.budget.grab(min(need, l.limit-l.held))
+	}
+	for (l.end-l.start > l.limit || l.mem > outputFloor+l.held) && len(l.chunks) > 1 {
+		l.mem -= int64(cap(l.chunks[0].data)) + chunkOverhead
 		l.chunks[0] = logChunk{}
 		l.chunks = l.chunks[1:]
 		l.start = l.chunks[0].off
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// release gives the log's memory back to the budget once nobody can read
+// it any more.
+func (l *outputLog) release() {
+	l.mu.Lock()
+	l.budget.give(l.held)
+	l.held = 0
 	l.mu.Unlock()
 }
 

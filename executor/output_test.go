@@ -13,7 +13,7 @@ func TestCapBufferKeepsBothEnds(t *testing.T) {
 	for _, max := range []int{1, 2, 7, 64, 1000} {
 		for range 50 {
 			var all []byte
-			b := newCapBuffer(max)
+			b := newCapBuffer(max, nil)
 			for range rng.IntN(20) {
 				p := make([]byte, rng.IntN(3*max+1))
 				for i := range p {
@@ -43,7 +43,7 @@ func TestCapBufferKeepsBothEnds(t *testing.T) {
 func TestCapBufferUTF8Boundaries(t *testing.T) {
 	s := strings.Repeat("é€😀", 100) // 2-, 3- and 4-byte characters
 	for max := 2; max < 40; max++ {
-		b := newCapBuffer(max)
+		b := newCapBuffer(max, nil)
 		b.Write([]byte(s))
 		got, trunc := b.Bytes()
 		if !trunc || !utf8.Valid(got) {
@@ -67,7 +67,7 @@ func TestIncompleteRune(t *testing.T) {
 }
 
 func TestOutputLogReadAndTrim(t *testing.T) {
-	l := newOutputLog(0) // minimum: 2*readBufSize
+	l := newOutputLog(0, nil) // minimum: 2*readBufSize
 	chunk := bytes.Repeat([]byte("x"), readBufSize/2)
 	for i := range 10 {
 		l.write(uint8(1+i%2), chunk)

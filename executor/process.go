@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,6 +44,11 @@ type process struct {
 
 	timedOut atomic.Bool
 	timer    *time.Timer
+	// killGroup: once the process has exited, SIGKILL goes to what is left
+	// of its process group (set by kill, and by a terminating signal sent
+	// to the group through the API: an interrupted command leaves nothing
+	// behind, not even the background jobs sh starts ignoring SIGINT).
+	killGroup atomic.Bool
 
 	pumpsLeft atomic.Int32
 	pumpsDone chan struct{}
@@ -63,11 +69,24 @@ type process struct {
 
 // start starts req's command. ctx bounds the process only in stream mode
 // (sends to a gone request stop); the caller kills it when its request
-// ends in wait and stream modes.
-func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, error) {
+// ends in wait and stream modes. start owns res, the reservation of the
+// request's body: it keeps the part that stands for the initial stdin
+// until that is written, and releases the rest once the process runs.
+func (s *Server) start(ctx context.Context, req *api.RunRequest, res *reservation) (*process, error) {
+	defer res.release()
 	if s.closing.Load() || s.baseCtx.Err() != nil {
 		return nil, ErrShuttingDown
 	}
+	if s.running.Add(1) > int64(s.opts.MaxProcesses) {
+		s.running.Add(-1)
+		return nil, fmt.Errorf("start: %d processes are running, the most the executor runs at once: %w", s.opts.MaxProcesses, ErrLimit)
+	}
+	started := false
+	defer func() {
+		if !started {
+			s.running.Add(-1)
+		}
+	}()
 	env := s.mergeEnv(req.Env)
 	var path string
 	var argv []string
@@ -82,7 +101,7 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, erro
 	}
 
 	p := &process{
-		s: s, mode: req.Mode(), argv: argv, cmd: req.Cmd, cwd: req.Cwd,
+		s: s, mode: req.Mode(), argv: clipArgv(argv), cmd: clip(req.Cmd), cwd: req.Cwd,
 		pumpsDone: make(chan struct{}), done: make(chan struct{}),
 	}
 	maxOut := s.opts.MaxOutput
@@ -91,7 +110,7 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, erro
 	}
 	switch p.mode {
 	case api.ModeWait:
-		p.capOut, p.capErr = newCapBuffer(maxOut), newCapBuffer(maxOut)
+		p.capOut, p.capErr = newCapBuffer(maxOut, s.outMem), newCapBuffer(maxOut, s.outMem)
 	case api.ModeStream:
 		p.events = make(chan chunk, 8)
 		p.streamCtx = ctx
@@ -99,7 +118,7 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, erro
 		if req.MaxOutput == 0 {
 			maxOut = s.opts.MaxRetained
 		}
-		p.log = newOutputLog(maxOut)
+		p.log = newOutputLog(maxOut, s.outMem)
 	}
 
 	// Pipes: the parent ends are non-blocking and pollable.
@@ -144,16 +163,19 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, erro
 	s.procs.add(p)
 
 	if initial != nil {
+		hold := res.split(int64(len(initial)))
 		if req.StdinOpen {
 			p.stdinMu.Lock() // writes queue behind the initial data
 			go func() {
 				defer p.stdinMu.Unlock()
+				defer hold.release()
 				p.stdin.Write(initial)
 			}()
 		} else {
 			go func() {
 				p.stdinMu.Lock()
 				defer p.stdinMu.Unlock()
+				defer hold.release()
 				p.stdin.Write(initial)
 				p.stdin.Close()
 				p.stdin = nil
@@ -166,11 +188,60 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest) (*process, erro
 			p.kill()
 		})
 	}
+	started = true
 	p.pumpsLeft.Store(2)
 	go p.pump(outR, streamStdout)
 	go p.pump(errR, streamStderr)
 	go p.supervise(outR, errR)
 	return p, nil
+}
+
+// maxShown caps the command line kept for process listings: a request
+// may carry megabytes of script, which a finished process must not keep.
+const maxShown = 4 << 10
+
+// clip cuts s for listings at about maxShown bytes, with a mark.
+func clip(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	return cutString(s, maxShown) + "…" // a copy: s is not kept
+}
+
+// cutString returns the first n bytes of s or fewer, on a character
+// boundary.
+func cutString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// clipArgv clips argv for listings to about maxShown bytes in all.
+func clipArgv(argv []string) []string {
+	n := 0
+	for _, a := range argv {
+		n += len(a)
+	}
+	if n <= maxShown {
+		return argv
+	}
+	var out []string
+	left := maxShown
+	for _, a := range argv {
+		if left <= 0 {
+			return append(out, "…")
+		}
+		if len(a) > left {
+			a = cutString(a, left) + "…"
+		}
+		out = append(out, a)
+		left -= len(a)
+	}
+	return out
 }
 
 func closeAll(fs ...*os.File) {
@@ -182,34 +253,69 @@ func closeAll(fs ...*os.File) {
 }
 
 // pump copies one output pipe into the process's sink. A UTF-8 character
-// split by a read is held back and sent whole with the next chunk.
+// split by a read is held back and sent whole with the next chunk. The read
+// buffer is taken from the pool only once the pipe is readable, so a quiet
+// process holds no buffer.
 func (p *process) pump(f *os.File, stream uint8) {
-	bp := readBufPool.Get().(*[]byte)
-	buf := *bp
-	carry := 0
-	for {
-		n, err := f.Read(buf[carry:])
-		n += carry
-		carry = 0
-		if n > 0 && err == nil {
-			carry = incompleteRune(buf[:n])
+	defer func() {
+		if p.pumpsLeft.Add(-1) == 0 {
+			close(p.pumpsDone)
 		}
-		if n-carry > 0 {
-			p.sink(stream, buf[:n-carry])
-		}
-		if carry > 0 {
-			copy(buf, buf[n-carry:n])
-		}
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				p.drain(f, stream, buf)
-			}
-			break
-		}
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
 	}
-	readBufPool.Put(bp)
-	if p.pumpsLeft.Add(-1) == 0 {
-		close(p.pumpsDone)
+	var carry [utf8.UTFMax]byte
+	nc := 0
+	for {
+		var bp *[]byte
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			if bp == nil {
+				bp = readBufPool.Get().(*[]byte)
+			}
+			for {
+				n, rerr = syscall.Read(int(fd), (*bp)[nc:])
+				if rerr != syscall.EINTR {
+					break
+				}
+			}
+			if rerr == syscall.EAGAIN {
+				readBufPool.Put(bp)
+				bp = nil
+				return false // wait until readable
+			}
+			return true
+		})
+		if bp == nil {
+			// Nothing read: the pipe was cut (deadline) or closed.
+			buf := readBufPool.Get().(*[]byte)
+			copy(*buf, carry[:nc])
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				p.drain(f, stream, *buf, nc)
+			} else if nc > 0 {
+				p.sink(stream, (*buf)[:nc])
+			}
+			readBufPool.Put(buf)
+			return
+		}
+		buf := *bp
+		copy(buf, carry[:nc])
+		total := nc + max(n, 0)
+		keep := 0
+		if rerr == nil && n > 0 {
+			keep = incompleteRune(buf[:total])
+		}
+		if total-keep > 0 {
+			p.sink(stream, buf[:total-keep])
+		}
+		nc = copy(carry[:], buf[total-keep:total])
+		readBufPool.Put(bp)
+		if rerr != nil || n <= 0 {
+			return
+		}
 	}
 }
 
@@ -217,23 +323,28 @@ func (p *process) pump(f *os.File, stream uint8) {
 // fails reads without looking at the pipe, and a pump that was slow to be
 // scheduled must not lose output written before the process exited. It
 // reads without waiting and stops when the pipe is empty (or after a bound,
-// for a descendant that keeps writing).
-func (p *process) drain(f *os.File, stream uint8, buf []byte) {
+// for a descendant that keeps writing). buf[:nc] holds bytes carried over
+// from the last read.
+func (p *process) drain(f *os.File, stream uint8, buf []byte, nc int) {
 	f.SetReadDeadline(time.Time{})
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	for range 64 {
-		var n int
-		var rerr error
-		if err := rc.Read(func(fd uintptr) bool {
-			n, rerr = syscall.Read(int(fd), buf)
-			return true // never wait for more
-		}); err != nil || rerr != nil || n <= 0 {
-			return
+	if rc, err := f.SyscallConn(); err == nil {
+		for range 64 {
+			var n int
+			var rerr error
+			if err := rc.Read(func(fd uintptr) bool {
+				n, rerr = syscall.Read(int(fd), buf[nc:])
+				return true // never wait for more
+			}); err != nil || rerr != nil || n <= 0 {
+				break
+			}
+			n += nc
+			nc = incompleteRune(buf[:n])
+			p.sink(stream, buf[:n-nc])
+			copy(buf, buf[n-nc:n])
 		}
-		p.sink(stream, buf[:n])
+	}
+	if nc > 0 {
+		p.sink(stream, buf[:nc])
 	}
 }
 
@@ -274,6 +385,12 @@ func (p *process) sink(stream uint8, data []byte) {
 // status.
 func (p *process) supervise(outR, errR *os.File) {
 	<-p.proc.Done()
+	if p.killGroup.Load() {
+		// The group id cannot be reused while the group has members; an
+		// empty group's id could only come back after the pid space
+		// wrapped around.
+		p.proc.SignalGroup(syscall.SIGKILL)
+	}
 	st, _ := p.proc.Status()
 	if st.Signal == syscall.SIGKILL && p.oomKnown && !p.timedOut.Load() {
 		if n, ok := oomKills(); ok && n > p.oomBefore {
@@ -305,6 +422,7 @@ func (p *process) supervise(outR, errR *os.File) {
 
 	p.status, p.finished = st, time.Now()
 	close(p.done)
+	p.s.running.Add(-1)
 	switch {
 	case p.events != nil:
 		close(p.events)
@@ -328,44 +446,63 @@ func (p *process) closeStdin() {
 	p.stdinMu.Unlock()
 }
 
-// writeStdin writes data to the process's stdin and closes it if asked.
-func (p *process) writeStdin(ctx context.Context, data []byte, closeIt bool) (int, error) {
+// copyStdin copies r to the process's stdin, a pooled buffer at a time,
+// and closes stdin if asked. A request that goes away stops a write the
+// process does not read.
+func (p *process) copyStdin(ctx context.Context, r io.Reader, closeIt bool) (int64, error) {
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()
-	if p.stdin == nil {
-		if len(data) == 0 && closeIt {
-			return 0, nil
+	f := p.stdin
+	if f != nil {
+		stop := context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+		defer func() {
+			if !stop() {
+				f.SetWriteDeadline(time.Time{})
+			}
+		}()
+	}
+	bp := readBufPool.Get().(*[]byte)
+	defer readBufPool.Put(bp)
+	var total int64
+	for {
+		n, rerr := r.Read(*bp)
+		if n > 0 {
+			if f == nil {
+				return total, ErrStdinClosed
+			}
+			m, err := f.Write((*bp)[:n])
+			total += int64(m)
+			if err != nil {
+				if errors.Is(err, syscall.EPIPE) {
+					return total, fmt.Errorf("write stdin: %w", ErrExited)
+				}
+				if ctx.Err() != nil {
+					return total, fmt.Errorf("write stdin: %w", ctx.Err())
+				}
+				return total, fmt.Errorf("write stdin: %w", err)
+			}
 		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return total, badRequestOr(rerr)
+		}
+	}
+	if f == nil && !closeIt {
 		return 0, ErrStdinClosed
 	}
-	n := 0
-	if len(data) > 0 {
-		f := p.stdin
-		stop := context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
-		var err error
-		n, err = f.Write(data)
-		if !stop() {
-			f.SetWriteDeadline(time.Time{})
-		}
-		if err != nil {
-			if errors.Is(err, syscall.EPIPE) {
-				return n, fmt.Errorf("write stdin: %w", ErrExited)
-			}
-			if ctx.Err() != nil {
-				return n, fmt.Errorf("write stdin: %w", ctx.Err())
-			}
-			return n, fmt.Errorf("write stdin: %w", err)
-		}
-	}
-	if closeIt {
-		p.stdin.Close()
+	if closeIt && f != nil {
+		f.Close()
 		p.stdin = nil
 	}
-	return n, nil
+	return total, nil
 }
 
-// kill sends SIGKILL to the process group (a no-op once it has exited).
+// kill sends SIGKILL to the process group, and to what is left of it
+// once the process has exited (a no-op once it is done).
 func (p *process) kill() {
+	p.killGroup.Store(true)
 	select {
 	case <-p.done:
 		return
@@ -516,6 +653,9 @@ func (t *procTable) remove(p *process) {
 	t.mu.Lock()
 	if t.byID[p.id] == p {
 		delete(t.byID, p.id)
+		if p.log != nil {
+			p.log.release()
+		}
 	}
 	if i := slices.Index(t.finOrder, p); i >= 0 {
 		t.finOrder = slices.Delete(t.finOrder, i, i+1)
@@ -534,6 +674,7 @@ func (t *procTable) finished(p *process, keep int) {
 	t.finOrder = append(t.finOrder, p)
 	for len(t.finOrder) > keep {
 		delete(t.byID, t.finOrder[0].id)
+		t.finOrder[0].log.release()
 		t.finOrder[0] = nil
 		t.finOrder = t.finOrder[1:]
 	}

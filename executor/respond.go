@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/bash"
@@ -23,7 +26,11 @@ var (
 	ErrStdinClosed  = errors.New("stdin is closed or was not opened (start with stdin_open)")
 	ErrNoOutputLog  = errors.New("output of this process is delivered to the request that started it")
 	ErrShuttingDown = errors.New("executor is shutting down")
+	ErrLimit        = errors.New("executor limit reached")
 )
+
+// errEmptyBody is a JSON body with no value (empty or blank).
+var errEmptyBody = errors.New("decode request: empty body")
 
 // badRequest marks an error caused by the request.
 type badRequest struct{ err error }
@@ -43,7 +50,11 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer bufPool.Put(buf)
+	defer func() {
+		if buf.Cap() <= 64<<10 { // the pool keeps small buffers only
+			bufPool.Put(buf)
+		}
+	}()
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
@@ -54,6 +65,89 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// runResultHead is the part of api.RunResult before the output, in its
+// order; writeRunResult writes the rest.
+type runResultHead struct {
+	ID        string `json:"id,omitempty"`
+	PID       int    `json:"pid"`
+	ExitCode  int    `json:"exit_code"`
+	Signal    string `json:"signal,omitempty"`
+	TimedOut  bool   `json:"timed_out"`
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+}
+
+// writeRunResult writes res (whose output fields are ignored) with the
+// captured output streamed into it: escaped, or base64-encoded when it is
+// not UTF-8, chunk by chunk straight to the connection, so a result holds
+// no copy of itself however large the output (JSON escapes make control
+// characters six bytes each).
+func writeRunResult(w http.ResponseWriter, res *api.RunResult, stdout, stderr *capBuffer) {
+	var scratch bytes.Buffer
+	enc := json.NewEncoder(&scratch)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(runResultHead{
+		ID: res.ID, PID: res.PID, ExitCode: res.ExitCode, Signal: res.Signal,
+		TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
+	}); err != nil {
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "encode response: "+err.Error())
+		return
+	}
+	head := bytes.TrimSuffix(bytes.TrimSpace(scratch.Bytes()), []byte("}"))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.Write(head)
+	for _, o := range []struct {
+		name string
+		buf  *capBuffer
+	}{{"stdout", stdout}, {"stderr", stderr}} {
+		segs, truncated, text := o.buf.segments()
+		bw.WriteString(`,"` + o.name + `":"`)
+		if text {
+			for _, seg := range segs {
+				writeJSONText(bw, enc, &scratch, seg)
+			}
+			bw.WriteString(`"`)
+		} else {
+			bw.WriteString(`","` + o.name + `_b64":"`)
+			b64 := base64.NewEncoder(base64.StdEncoding, bw)
+			for _, seg := range segs {
+				b64.Write(seg)
+			}
+			b64.Close()
+			bw.WriteString(`"`)
+		}
+		if truncated {
+			bw.WriteString(`,"` + o.name + `_truncated":true`)
+		}
+	}
+	dur, _ := json.Marshal(res.DurationMS)
+	bw.WriteString(`,"duration_ms":`)
+	bw.Write(dur)
+	bw.WriteString("}\n")
+	bw.Flush()
+}
+
+// writeJSONText writes UTF-8 text escaped as in a JSON string, without the
+// quotes, a piece at a time.
+func writeJSONText(w io.Writer, enc *json.Encoder, scratch *bytes.Buffer, text []byte) {
+	const piece = 16 << 10
+	for len(text) > 0 {
+		n := len(text)
+		if n > piece {
+			n = piece
+			for n > 0 && !utf8.RuneStart(text[n]) {
+				n--
+			}
+		}
+		scratch.Reset()
+		enc.Encode(string(text[:n])) // "…"\n
+		b := scratch.Bytes()
+		w.Write(b[1 : len(b)-2])
+		text = text[n:]
+	}
 }
 
 // writeError is the one writer of error bodies:
@@ -82,7 +176,7 @@ func httpError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, api.CodeStartFailed, err.Error())
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
-	case errors.Is(err, ErrExited), errors.Is(err, ErrStdinClosed), errors.Is(err, ErrNoOutputLog):
+	case errors.Is(err, ErrExited), errors.Is(err, ErrStdinClosed), errors.Is(err, ErrNoOutputLog), errors.Is(err, ErrLimit):
 		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
 	case errors.Is(err, ErrShuttingDown):
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
@@ -115,7 +209,7 @@ func decodeJSON(r io.Reader, v any) error {
 			return err
 		}
 		if errors.Is(err, io.EOF) {
-			return badRequest{errors.New("decode request: empty body")}
+			return badRequest{errEmptyBody}
 		}
 		return badRequest{fmt.Errorf("decode request: %w", err)}
 	}

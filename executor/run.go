@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -19,6 +20,13 @@ import (
 // DefaultGrace is how long processes get between the forwarded signal and
 // SIGKILL at shutdown.
 const DefaultGrace = 5 * time.Second
+
+// DefaultMemoryLimit is the executor's soft memory limit (the Go runtime's,
+// as GOMEMLIMIT): the garbage collector works harder as the executor's
+// memory nears it, and returns freed memory to the kernel, so what a burst
+// of requests left behind does not stay charged to the sandbox. The
+// budgets of Options keep what requests hold live well under it.
+const DefaultMemoryLimit = 128 << 20
 
 // Config is what cmd/bothy-executor turns its flags into.
 type Config struct {
@@ -47,6 +55,10 @@ type Config struct {
 	// ExitWithMain ends the executor when the main command exits, with the
 	// main command's exit code; otherwise the executor keeps serving.
 	ExitWithMain bool
+	// MemoryLimit is the executor's soft memory limit (DefaultMemoryLimit
+	// when zero, never more than half the sandbox's memory limit;
+	// negative: none). GOMEMLIMIT in the environment wins.
+	MemoryLimit int64
 }
 
 // Run is the executor's life: reaper, socket, main command, readiness,
@@ -70,6 +82,12 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		log.Warn("make the executor non-dumpable", "err", err)
 	}
+	sandboxLimit := readMemory().LimitBytes
+	if lim := memoryLimit(cfg.MemoryLimit, os.Getenv("GOMEMLIMIT"), sandboxLimit); lim > 0 {
+		debug.SetMemoryLimit(lim)
+		log.Debug("memory limit", "bytes", lim)
+	}
+	fitToSandbox(&cfg.Server, sandboxLimit)
 	// Catch the signals before anything can be started.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -160,6 +178,44 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		}
 	}
 	return code, runErr
+}
+
+// memoryLimit returns the soft memory limit to set: configured (0:
+// DefaultMemoryLimit), at most half of the sandbox's memory limit (cgroup, 0: none);
+// 0 when disabled or when GOMEMLIMIT (env) is set.
+func memoryLimit(configured int64, env string, cgroup uint64) int64 {
+	if env != "" || configured < 0 {
+		return 0
+	}
+	lim := configured
+	if lim == 0 {
+		lim = DefaultMemoryLimit
+	}
+	if cgroup > 0 && cgroup/2 < uint64(lim) {
+		lim = int64(cgroup / 2)
+	}
+	return lim
+}
+
+// fitToSandbox scales the memory budgets left unset to a sandbox limited
+// to limit bytes (0: no limit): each budget at most an eighth of it, a
+// JSON body at most a quarter of the request memory, so that the executor
+// stays a small part of a small sandbox. The defaults are reached at
+// 256 MiB.
+func fitToSandbox(o *Options, limit uint64) {
+	if limit == 0 {
+		return
+	}
+	eighth := max(int64(limit/8), 1<<20)
+	if o.RequestMemory <= 0 {
+		o.RequestMemory = min(DefaultRequestMemory, eighth)
+	}
+	if o.OutputMemory <= 0 {
+		o.OutputMemory = min(DefaultOutputMemory, eighth)
+	}
+	if o.MaxRequestBody <= 0 {
+		o.MaxRequestBody = min(DefaultMaxRequestBody, o.RequestMemory/4)
+	}
 }
 
 // shutdown refuses new processes, forwards sig to every process, waits up

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/bash"
 	"github.com/bothy-sandbox/bothy/executor/editor"
@@ -26,7 +28,11 @@ import (
 const (
 	DefaultMaxOutput      = 16 << 20
 	DefaultMaxRetained    = 4 << 20
-	DefaultMaxRequestBody = 64 << 20
+	DefaultMaxRequestBody = 8 << 20
+	DefaultRequestMemory  = 32 << 20
+	DefaultOutputMemory   = 32 << 20
+	DefaultMaxConns       = 256
+	DefaultMaxProcesses   = 1024
 	DefaultWaitDelay      = 500 * time.Millisecond
 	DefaultMaxFinished    = 64
 	DefaultShell          = "/bin/sh"
@@ -36,6 +42,10 @@ const (
 // APIKeyEnv is the environment variable that may carry the API key; it is
 // never passed on to processes.
 const APIKeyEnv = "BOTHY_API_KEY"
+
+// maxHeaderBytes caps a request's line and headers (a path of PATH_MAX
+// bytes, escaped, fits).
+const maxHeaderBytes = 32 << 10
 
 // Version is reported by GET /v1/info; cmd/bothy-executor may set it at
 // link time (-X).
@@ -60,8 +70,25 @@ type Options struct {
 	// MaxRetained is the output retained per background process when the
 	// request does not set max_output.
 	MaxRetained int
-	// MaxRequestBody caps request bodies.
+	// MaxRequestBody caps JSON request bodies (and OpenHands' list_files
+	// body); a larger one is refused with 413 before it is read. Large
+	// content goes through the streaming routes (PUT /v1/files, uploads,
+	// stdin as application/octet-stream), which copy in bounded chunks.
 	MaxRequestBody int64
+	// RequestMemory bounds the memory that requests in flight may hold at
+	// once for JSON bodies, file contents and editor work: each reserves
+	// its estimate first and waits its turn while the budget is taken.
+	RequestMemory int64
+	// OutputMemory bounds the process output retained in memory across
+	// processes (wait-mode captures, background output) beyond 4 KiB per
+	// stream: output that finds it spent is dropped and reported truncated.
+	OutputMemory int64
+	// MaxProcesses caps the processes started through the API that are
+	// running at once (each costs the executor about 20 KiB).
+	MaxProcesses int
+	// MaxConns caps the connections served at once; further ones wait to
+	// be accepted.
+	MaxConns int
 	// WaitDelay bounds how long output is still read after a process has
 	// exited, when a descendant that outlives it keeps its pipes open.
 	WaitDelay time.Duration
@@ -116,6 +143,10 @@ type Server struct {
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	closing atomic.Bool // shutting down: no new processes
+	reqMem  *memBudget  // memory of requests in flight (Options.RequestMemory)
+	outMem  *outBudget  // retained process output (Options.OutputMemory)
+	freer   memoryReturner
+	running atomic.Int64 // processes started and not yet done
 
 	mainMu sync.Mutex
 	main   *mainProc
@@ -126,6 +157,9 @@ type Server struct {
 	editor   *editor.Editor
 	plugins  map[string]Plugin // by action type
 	cpu      cpuSampler
+
+	sessMu      sync.Mutex    // serializes session creation against maxSessions
+	staticSlots chan struct{} // OpenHands' is_static shells running at once
 
 	closeOnce sync.Once
 }
@@ -141,6 +175,18 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxRequestBody <= 0 {
 		opts.MaxRequestBody = DefaultMaxRequestBody
 	}
+	if opts.RequestMemory <= 0 {
+		opts.RequestMemory = DefaultRequestMemory
+	}
+	if opts.OutputMemory <= 0 {
+		opts.OutputMemory = DefaultOutputMemory
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxProcesses <= 0 {
+		opts.MaxProcesses = DefaultMaxProcesses
+	}
 	if opts.WaitDelay <= 0 {
 		opts.WaitDelay = DefaultWaitDelay
 	}
@@ -153,7 +199,10 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxUpload <= 0 {
 		opts.MaxUpload = DefaultMaxUpload
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: time.Now()}
+	s := &Server{opts: opts, log: opts.Logger, started: time.Now(),
+		reqMem: newMemBudget(opts.RequestMemory), outMem: &outBudget{max: opts.OutputMemory}}
+	s.freer.delay = 200 * time.Millisecond
+	s.reqMem.idle, s.outMem.idle = s.freer.schedule, s.freer.schedule
 	if s.log == nil {
 		s.log = discardLogger()
 	}
@@ -190,8 +239,10 @@ func New(opts Options) (*Server, error) {
 		Cwd:             s.cwd,
 		Env:             sessionEnv(s.env),
 		NoChangeTimeout: opts.NoChangeTimeout,
+		MaxBuffer:       sessionMaxBuffer,
 		Reaper:          s.reaper,
 	})
+	s.staticSlots = make(chan struct{}, maxStaticSessions)
 	s.editor = editor.New(editor.WithWorkspaceRoot(s.cwd))
 	if s.plugins, err = pluginTable(opts.Plugins); err != nil {
 		s.sessions.Close()
@@ -317,9 +368,14 @@ func (s *Server) touch() { s.active.Store(time.Now().UnixNano()) }
 // Serve answers on ln until ctx is done or Close is called, then stops
 // accepting, gives open requests a moment and closes them. It closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Each connection costs memory (buffers, a goroutine, its headers):
+	// their number and their headers are capped, and idle ones closed.
+	ln = netutil.LimitListener(ln, s.opts.MaxConns)
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -372,9 +428,65 @@ func withoutEnv(env []string, name string) []string {
 	return out
 }
 
-// readAllLimit reads a request body up to the server's limit.
-func (s *Server) body(w http.ResponseWriter, r *http.Request) io.Reader {
-	return http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBody)
+// smallBody is the JSON body size decoded without a reservation: requests
+// that small are bounded by the connection cap, and never wait behind
+// large ones.
+const smallBody = 16 << 10
+
+// bodyReadTimeout bounds how long a large JSON body may take to arrive,
+// and so how long a slow sender holds its reservation.
+const bodyReadTimeout = time.Minute
+
+// jsonCost is the memory a JSON body of n bytes stands for while its
+// request runs: the decoder's buffer (up to twice the body), the decoded
+// values, and what handlers derive from them (stdin bytes, file lines).
+func jsonCost(n int64) int64 { return 4*n + smallBody }
+
+// jsonBody returns r's body for a JSON decoder, capped at MaxRequestBody:
+// a body announced larger is refused (413) before anything is read, and a
+// larger one is cut at the cap. A body over smallBody first reserves
+// jsonCost of the request memory budget, waiting for its turn; the caller
+// releases the reservation (nil for a small body) once it no longer holds
+// what it decoded.
+func (s *Server) jsonBody(w http.ResponseWriter, r *http.Request) (io.Reader, *reservation, error) {
+	limit := s.opts.MaxRequestBody
+	if r.ContentLength > limit {
+		return nil, nil, fmt.Errorf("JSON body of %d bytes is over the limit of %d (send large content with PUT /v1/files, an upload, or stdin as application/octet-stream): %w",
+			r.ContentLength, limit, &http.MaxBytesError{Limit: limit})
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	n := r.ContentLength
+	if n >= 0 && n <= smallBody {
+		return body, nil, nil
+	}
+	if n < 0 {
+		n = limit
+	}
+	res, err := s.reqMem.acquire(r.Context(), jsonCost(n))
+	if err != nil {
+		return nil, nil, fmt.Errorf("wait for request memory: %w", err)
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) != nil {
+		return body, res, nil
+	}
+	return &deadlineReset{r: body, rc: rc}, res, nil
+}
+
+// deadlineReset lifts the body's read deadline once the body is read.
+type deadlineReset struct {
+	r    io.Reader
+	rc   *http.ResponseController
+	done bool
+}
+
+func (d *deadlineReset) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && !d.done {
+		d.done = true
+		d.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

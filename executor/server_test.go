@@ -417,6 +417,60 @@ func TestStreamDisconnectKills(t *testing.T) {
 	gone(t, pid)
 }
 
+// An interrupted command leaves nothing of its process group, not even the
+// background job sh starts ignoring SIGINT; a command that exits on its own
+// leaves its background jobs running.
+func TestInterruptedGroupLeavesNothing(t *testing.T) {
+	ts := newServer(t, executor.Options{})
+	bgPid := func(out string) int {
+		pid, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("background pid %q", out)
+		}
+		return pid
+	}
+	sigs := make(chan os.Signal, 1)
+	var out bytes.Buffer
+	code, err := ts.c.StreamWith(testCtx(t), api.RunRequest{Cmd: "sleep 300 & echo $!; sleep 300"}, client.StreamIO{
+		Stdout: writerFunc(func(p []byte) (int, error) {
+			out.Write(p)
+			sigs <- syscall.SIGINT
+			return len(p), nil
+		}),
+		Signals: sigs,
+	})
+	if err != nil || code != 130 {
+		t.Fatalf("interrupted: code %d err %v", code, err)
+	}
+	gone(t, bgPid(out.String()))
+
+	// Background mode, interrupted by SIGTERM.
+	ctx := testCtx(t)
+	p, err := ts.c.Start(ctx, api.RunRequest{Cmd: "sleep 300 & echo $!; sleep 300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for line == "" && ctx.Err() == nil {
+		ts.c.Output(ctx, p.ID, 0, false, func(ev *api.Event) error { line += string(ev.Bytes()); return nil })
+	}
+	if err := ts.c.Signal(ctx, p.ID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.c.Wait(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, bgPid(line))
+
+	// Not interrupted: the background job outlives sh.
+	res := ts.run(t, api.RunRequest{Cmd: "sleep 300 >/dev/null 2>&1 & echo $!"})
+	pid := bgPid(res.Stdout)
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the background job of a command that exited on its own: %v", err)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+}
+
 func TestBinaryOutput(t *testing.T) {
 	ts := newServer(t, executor.Options{})
 	want := []byte{0xff, 0xfe, 0, 'a', 'b', 'c', '\n'}
@@ -765,4 +819,37 @@ func TestDescendantHoldsPipes(t *testing.T) {
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
 	gone(t, pid)
+}
+
+// Connections beyond MaxConns wait to be accepted: with one allowed, a
+// second client is answered only once the first has gone.
+func TestConnectionLimit(t *testing.T) {
+	ts := newServer(t, executor.Options{MaxConns: 1})
+	first, err := net.Dial("unix", ts.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unfinished request keeps the first connection busy.
+	if _, err := first.Write([]byte("GET /alive HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := ts.hc.Get("http://x/alive")
+		if err != nil {
+			answered <- -1
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	select {
+	case status := <-answered:
+		t.Fatalf("second connection answered (%d) while the first is open", status)
+	case <-time.After(300 * time.Millisecond):
+	}
+	first.Close()
+	if status := <-answered; status != 200 {
+		t.Fatalf("second connection: %d", status)
+	}
 }

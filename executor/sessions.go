@@ -20,6 +20,19 @@ import (
 // TERM defaults to xterm (package bash).
 var sessionDefaults = []string{"PAGER=cat", "GIT_PAGER=cat"}
 
+// Bounds on sessions, each of which holds a shell, a terminal and its
+// output in the executor: named sessions at once, OpenHands' one-command
+// (is_static) shells at once, and the raw output kept per command (the
+// result an agent reads is 30000 characters by default).
+const (
+	maxSessions       = 16
+	maxStaticSessions = 4
+	sessionMaxBuffer  = 512 << 10
+)
+
+// errTooManySessions refuses a session beyond maxSessions.
+var errTooManySessions = fmt.Errorf("create session: %d sessions exist, the most the executor keeps (delete one): %w", maxSessions, ErrLimit)
+
 // sessionEnv returns the base environment of bash sessions.
 func sessionEnv(env []string) []string {
 	out := slices.Clone(env)
@@ -58,6 +71,11 @@ func (s *Server) session(ctx context.Context, name string) (*bash.Session, error
 		return nil, ErrShuttingDown
 	}
 	// The shell outlives the request that starts it.
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if _, err := s.sessions.Get(name); err != nil && len(s.sessions.List()) >= maxSessions {
+		return nil, errTooManySessions
+	}
 	sess, err := s.sessions.GetOrCreate(context.WithoutCancel(ctx), bash.Options{Name: name})
 	if err == nil {
 		s.sessMeta.LoadOrStore(sess, time.Now())
@@ -90,7 +108,14 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	var req api.SessionCreateRequest
-	if err := decodeJSON(s.body(w, r), &req); err != nil {
+	body, mem, err := s.jsonBody(w, r)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	err = decodeJSON(body, &req)
+	mem.release()
+	if err != nil {
 		httpError(w, err)
 		return
 	}
@@ -120,7 +145,14 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.sessMu.Lock()
+	if len(s.sessions.List()) >= maxSessions {
+		s.sessMu.Unlock()
+		httpError(w, errTooManySessions)
+		return
+	}
 	sess, err := s.sessions.Create(context.WithoutCancel(r.Context()), opts)
+	s.sessMu.Unlock()
 	if err != nil {
 		httpError(w, err)
 		return
@@ -165,7 +197,13 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeSessionRun(s.body(w, r))
+	body, mem, err := s.jsonBody(w, r)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	req, err := decodeSessionRun(body)
+	mem.release() // the command may run for long; its text is handed over
 	if err != nil {
 		httpError(w, err)
 		return

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,5 +99,30 @@ func TestSessionsAPI(t *testing.T) {
 	res, err = c.RunSession(ctx, "default", api.SessionRunRequest{Command: "echo back"})
 	if err != nil || res.Output != "back" {
 		t.Fatalf("after exit: %+v %v", res, err)
+	}
+}
+
+// Sessions hold a shell and their output in the executor: at most 16 at
+// once; the 17th is refused with 409 until one is deleted.
+func TestSessionLimit(t *testing.T) {
+	ts, _ := agentServer(t, executor.Options{})
+	ctx := testCtx(t)
+	for i := range 16 {
+		if _, err := ts.c.CreateSession(ctx, api.SessionCreateRequest{Name: fmt.Sprint("s", i)}); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	_, err := ts.c.CreateSession(ctx, api.SessionCreateRequest{Name: "one-more"})
+	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "16 sessions exist") {
+		t.Fatalf("17th session: %v, want 409 naming the limit", err)
+	}
+	if _, err := ts.c.RunSession(ctx, api.DefaultSession, api.SessionRunRequest{Command: "true"}); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("default session beyond the limit: %v", err)
+	}
+	if err := ts.c.DeleteSession(ctx, "s0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.c.CreateSession(ctx, api.SessionCreateRequest{Name: "one-more"}); err != nil {
+		t.Fatalf("after a delete: %v", err)
 	}
 }

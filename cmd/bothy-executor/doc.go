@@ -8,5 +8,6 @@
 //	               [--api-key KEY] [--grace D]
 //	               [--log PATH] [--subreaper] [--main-log PATH | --main-log-fd N] [--exit-with-main]
 //	               [--max-output N] [--no-change-timeout D] [--max-upload N]
+//	               [--max-request-body N] [--request-memory N] [--output-memory N] [--memory-limit N]
 //	               [-- MAIN COMMAND...]
 package main

@@ -54,6 +54,10 @@ func run(args []string) (int, error) {
 		maxOutput    = fs.Int("max-output", executor.DefaultMaxOutput, "cap on captured `bytes` per output stream")
 		noChange     = fs.Duration("no-change-timeout", bash.DefaultNoChangeTimeout, "bash sessions: return a command's output after this long without new output (it keeps running)")
 		maxUpload    = fs.Int64("max-upload", executor.DefaultMaxUpload, "cap on an uploaded or written file, or an unpacked archive, in `bytes`")
+		maxBody      = fs.Int64("max-request-body", 0, "cap on a JSON request body, in `bytes` (0: 8 MiB, or a quarter of --request-memory; larger content goes through the streaming routes)")
+		reqMem       = fs.Int64("request-memory", 0, "`bytes` that requests in flight may hold at once for JSON bodies, file contents and editor work; requests wait their turn (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
+		outMem       = fs.Int64("output-memory", 0, "`bytes` of process output retained in memory across processes beyond 4 KiB per stream (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
+		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
 		version      = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -104,7 +108,11 @@ func run(args []string) (int, error) {
 			MaxOutput:       *maxOutput,
 			NoChangeTimeout: *noChange,
 			MaxUpload:       *maxUpload,
+			MaxRequestBody:  *maxBody,
+			RequestMemory:   *reqMem,
+			OutputMemory:    *outMem,
 		},
+		MemoryLimit:  *memLimit,
 		Subreaper:    *subreaper,
 		Grace:        *grace,
 		Main:         fs.Args(),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -33,6 +34,8 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
 		Short: "Start a sandbox; with CMD and without -d, run CMD in it and exit with its code",
+		Long: "Start a sandbox; with CMD and without -d, run CMD in it, stop the sandbox, and exit\n" +
+			"with CMD's code.\n\n" + interruptHelp,
 		Example: `  bothy run -- python3 -c 'print(6*7)'
   bothy run -d --name box1
   bothy run --rm busybox:latest -- sh -c 'echo hi'`,
@@ -132,7 +135,9 @@ func newExecCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec [flags] SANDBOX -- CMD...",
 		Short: "Run a command in a running sandbox through its executor",
-		Args:  cobra.MinimumNArgs(2),
+		Long: "Run a command in a running sandbox through its executor, with its output streamed and\n" +
+			"its exit code as bothy's.\n\n" + interruptHelp,
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
@@ -196,23 +201,28 @@ func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, st
 	if stdin {
 		in = cmd.InOrStdin()
 	}
-	// Ctrl-C and SIGTERM are for the command, as on a terminal: they are
-	// forwarded to its process group and the command's exit code (130
-	// after an untrapped SIGINT) becomes ours. main's NotifyContext
-	// cancels cmd.Context() on them, so the stream runs on a context
-	// without that cancellation; only a third signal gives up on the
-	// command (ending the request kills it).
+	// Ctrl-C and SIGTERM are for the command, as on a terminal (see
+	// interruptHelp): the first is forwarded to its process group, the
+	// second kills the group, a third gives up on the request (which kills
+	// it too). main's NotifyContext cancels cmd.Context() on them, so the
+	// stream runs on a context without that cancellation.
 	caught := make(chan os.Signal, 4)
 	signal.Notify(caught, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(caught)
 	ctx, giveUp := context.WithCancel(context.WithoutCancel(cmd.Context()))
 	defer giveUp()
 	fwd := make(chan os.Signal, 4)
+	var killed atomic.Bool
 	go func() {
 		for n := 1; ; n++ {
 			select {
 			case sig := <-caught:
-				if n >= 3 {
+				switch n {
+				case 1:
+				case 2:
+					killed.Store(true)
+					sig = syscall.SIGKILL
+				default:
 					giveUp()
 					return
 				}
@@ -236,12 +246,24 @@ func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, st
 			}
 		},
 	})
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil || err == nil && killed.Load() {
 		fmt.Fprintln(cmd.ErrOrStderr(), "bothy: interrupted: the command was killed")
 		return 130, nil
 	}
 	return code, err
 }
+
+// interruptHelp says what Ctrl-C does to a command run by exec and run.
+const interruptHelp = `Ctrl-C (SIGINT) and SIGTERM act on the command, not on bothy: the first is
+forwarded to the command's process group, and once the command exits,
+whatever is left of its group gets SIGKILL (an interrupted command leaves
+nothing behind, not even the background jobs sh starts ignoring SIGINT);
+bothy then exits with the command's code (130 after an untrapped SIGINT).
+The second kills the process group at once (SIGKILL) and bothy exits with
+130. If bothy dies or its connection closes, the executor kills the process
+group too. Processes that left the group (setsid, or jobs of a shell with
+job control) are not reached: they run until they exit or the sandbox
+stops.`
 
 func newPsCmd(g *globals) *cobra.Command {
 	var all bool

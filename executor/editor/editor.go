@@ -52,9 +52,19 @@ type Result struct {
 // for undo_edit. It is safe for concurrent use; calls run one at a time.
 type Editor struct {
 	mu          sync.Mutex
-	history     map[string][][]byte
+	history     map[string][]histEntry
+	histBytes   int64 // bytes held by history
+	histSeq     uint64
 	cwd         string
 	maxFileSize int64
+	maxHistory  int64
+}
+
+// histEntry is one content of a file before an edit, numbered in the
+// order of edits across files.
+type histEntry struct {
+	raw []byte
+	seq uint64
 }
 
 // Option configures an Editor.
@@ -77,9 +87,19 @@ func WithMaxFileSize(n int64) Option {
 	}
 }
 
+// WithMaxHistoryBytes caps the bytes the undo history keeps across files
+// (DefaultMaxHistoryBytes otherwise); the oldest edits are forgotten first.
+func WithMaxHistoryBytes(n int64) Option {
+	return func(e *Editor) {
+		if n > 0 {
+			e.maxHistory = n
+		}
+	}
+}
+
 // New returns an Editor with an empty history.
 func New(opts ...Option) *Editor {
-	e := &Editor{history: map[string][][]byte{}, maxFileSize: DefaultMaxFileSize}
+	e := &Editor{history: map[string][]histEntry{}, maxFileSize: DefaultMaxFileSize, maxHistory: DefaultMaxHistoryBytes}
 	for _, o := range opts {
 		o(e)
 	}
@@ -436,11 +456,16 @@ func (e *Editor) undo(p string) (Result, error) {
 	if len(stack) == 0 {
 		return Result{}, toolErrorf("No edit history found for %s.", p)
 	}
-	raw := stack[len(stack)-1]
+	raw := stack[len(stack)-1].raw
 	if err := writeFile(p, raw); err != nil {
 		return Result{}, err
 	}
-	e.history[p] = stack[:len(stack)-1]
+	if len(stack) == 1 {
+		delete(e.history, p)
+	} else {
+		e.history[p] = stack[:len(stack)-1]
+	}
+	e.histBytes -= int64(len(raw))
 	old := decode(raw)
 	return Result{
 		Output:     "Last edit to " + p + " undone successfully. " + makeOutput(old.text, p, 1),
@@ -451,13 +476,37 @@ func (e *Editor) undo(p string) (Result, error) {
 	}, nil
 }
 
-// push records the content of p before an edit.
+// push records the content of p before an edit, keeping at most
+// MaxHistoryPerFile entries per file and maxHistory bytes in all.
 func (e *Editor) push(p string, raw []byte) {
-	stack := append(e.history[p], raw)
+	e.histSeq++
+	stack := append(e.history[p], histEntry{raw: raw, seq: e.histSeq})
+	e.histBytes += int64(len(raw))
 	if len(stack) > MaxHistoryPerFile {
+		for _, h := range stack[:len(stack)-MaxHistoryPerFile] {
+			e.histBytes -= int64(len(h.raw))
+		}
 		stack = slices.Delete(stack, 0, len(stack)-MaxHistoryPerFile)
 	}
 	e.history[p] = stack
+	for e.histBytes > e.maxHistory {
+		oldest := ""
+		for q, st := range e.history {
+			if len(st) > 0 && (oldest == "" || st[0].seq < e.history[oldest][0].seq) {
+				oldest = q
+			}
+		}
+		if oldest == "" {
+			break
+		}
+		st := e.history[oldest]
+		e.histBytes -= int64(len(st[0].raw))
+		if len(st) == 1 {
+			delete(e.history, oldest)
+		} else {
+			e.history[oldest] = slices.Delete(st, 0, 1)
+		}
+	}
 }
 
 // fileText is a decoded text file.

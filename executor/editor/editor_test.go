@@ -463,6 +463,36 @@ func TestUndoKeepsTenEdits(t *testing.T) {
 	wantToolError(t, e, Command{Command: "undo_edit", Path: p}, "No edit history found for "+p+".")
 }
 
+// The undo history is capped in bytes across files: the oldest edits go
+// first, the newest stay undoable.
+func TestUndoHistoryBytesCap(t *testing.T) {
+	big := strings.Repeat("x", 1000)
+	a := writeTestFile(t, "a.txt", big+"a0")
+	b := writeTestFile(t, "b.txt", big+"b0")
+	e := New(WithMaxHistoryBytes(3500)) // three entries of about 1 KB
+	for i := 1; i <= 2; i++ {
+		mustDo(t, e, Command{Command: "str_replace", Path: a, OldStr: new(fmt.Sprint("a", i-1)), NewStr: new(fmt.Sprint("a", i))})
+		mustDo(t, e, Command{Command: "str_replace", Path: b, OldStr: new(fmt.Sprint("b", i-1)), NewStr: new(fmt.Sprint("b", i))})
+	}
+	// Four edits, a1 b1 a2 b2: the first (a's "a0") is forgotten.
+	if e.histBytes > 3500 {
+		t.Fatalf("history holds %d bytes, cap 3500", e.histBytes)
+	}
+	mustDo(t, e, Command{Command: "undo_edit", Path: b})
+	mustDo(t, e, Command{Command: "undo_edit", Path: b})
+	if got := readBack(t, b); got != big+"b0" {
+		t.Fatalf("b after two undos: %q", got[len(big):])
+	}
+	mustDo(t, e, Command{Command: "undo_edit", Path: a})
+	if got := readBack(t, a); got != big+"a1" {
+		t.Fatalf("a after one undo: %q", got[len(big):])
+	}
+	wantToolError(t, e, Command{Command: "undo_edit", Path: a}, "No edit history found for "+a+".")
+	if e.histBytes != 0 || len(e.history) != 0 {
+		t.Fatalf("history left: %d bytes, %d files", e.histBytes, len(e.history))
+	}
+}
+
 func TestPathValidation(t *testing.T) {
 	d := t.TempDir()
 	p := filepath.Join(d, "test.txt")

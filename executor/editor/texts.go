@@ -22,6 +22,9 @@ const (
 	DefaultMaxFileSize = 10 << 20
 	// MaxHistoryPerFile is the depth of undo per file.
 	MaxHistoryPerFile = 10
+	// DefaultMaxHistoryBytes caps the undo history across files, which
+	// the executor keeps in memory (openhands-aci keeps it on disk).
+	DefaultMaxHistoryBytes = 16 << 20
 
 	TextFileContentTruncatedNotice   = "<response clipped><NOTE>Due to the max output limit, only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>"
 	BinaryFileContentTruncatedNotice = "<response clipped><NOTE>Due to the max output limit, only part of this file has been shown to you. Please use Python libraries to view the entire file or search for specific content within the file.</NOTE>"
