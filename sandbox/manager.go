@@ -565,7 +565,9 @@ func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) err
 
 func stopProcess(pid int, start uint64, grace time.Duration) error {
 	if !alive(pid, start) {
-		reapIfChild(pid, start)
+		// Gone, or a zombie leader whose last threads may still be
+		// exiting: wait for the whole group (at once for a plain zombie).
+		waitGone(pid, start, 10*time.Second)
 		return nil
 	}
 	if grace > 0 {
