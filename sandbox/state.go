@@ -186,7 +186,7 @@ func (p Paths) readRecord(id string, probeLock bool) (*Sandbox, error) {
 			if st, err = os.Lstat(p.upperRoot(id)); err != nil {
 				return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 			}
-			s.Dir = ""
+			s.Dir, s.Socket = "", ""
 		}
 		s.Created, s.lost = st.ModTime().UTC(), true
 	}
