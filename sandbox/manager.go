@@ -230,19 +230,32 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
-	if opts.Name != "" {
-		if err := m.paths.reserveName(opts.Name, id); err != nil {
-			return nil, err
-		}
+	// The state directory comes first and goes last (see cleanup): from
+	// here on, whatever step a kill stops this at, it names what is left,
+	// and ps -a, rm and prune find it. Its lock, held until the sandbox
+	// runs, tells them a creator is at work.
+	unlock, err := m.paths.makeDir(id)
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
+	trace.Mark("bothy", "directory made")
 	dir := m.paths.dir(id)
 	upperRoot := m.paths.upperRoot(id)
 	defer func() {
 		if err != nil {
-			_ = m.cleanup(id, opts.Name, m.mapping)
+			if rec, rerr := m.paths.readStateLocked(id); rerr == nil {
+				_ = m.cleanup(id, rec)
+			}
 		}
 	}()
-	for _, d := range []string{dir, filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
+	if opts.Name != "" {
+		if err := m.paths.reserveName(opts.Name, id); err != nil {
+			return nil, err
+		}
+		trace.Mark("bothy", "name reserved")
+	}
+	for _, d := range []string{filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
 		filepath.Join(upperRoot, "work")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create sandbox directory: %w", err)
@@ -288,6 +301,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
 	}
+	trace.Mark("bothy", "state written")
 	req := launch.Request{
 		ID: id, Bundle: dir, Rootfs: filepath.Join(dir, "rootfs"), Layers: layers, LayerCache: m.LayerDir(),
 		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
@@ -353,7 +367,8 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
 	}
-	return m.paths.readState(id)
+	trace.Mark("bothy", "ready")
+	return m.paths.readStateLocked(id)
 }
 
 // launcher is a started launcher that waits for the go-ahead.
@@ -406,9 +421,17 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, fi
 	if sb.Cgroup != "" && !sb.CgroupSystemd && !m.warmed.Load() {
 		warmCgroupMigration(cmd.Process.Pid, path.Dir(sb.Cgroup))
 	}
-	if start, _, err := procStart(cmd.Process.Pid); err == nil {
+	// Recorded before it may go ahead: while it lives the sandbox is
+	// creating, and rm -f kills it first.
+	start, _, err := procStart(cmd.Process.Pid)
+	if err == nil {
 		sb.LauncherPid, sb.LauncherStart = cmd.Process.Pid, start
-		_ = writeState(dir, sb)
+		err = writeState(dir, sb)
+	}
+	if err != nil {
+		_ = cmd.Process.Kill()
+		lp.abort()
+		return nil, fmt.Errorf("start launcher: record it: %w", err)
 	}
 	return lp, nil
 }
@@ -557,7 +580,7 @@ func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) err
 		return err
 	}
 	defer unlock()
-	sb, err := m.paths.readState(id)
+	sb, err := m.paths.readStateLocked(id)
 	if err != nil {
 		return err
 	}
@@ -566,7 +589,9 @@ func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) err
 
 func stopProcess(pid int, start uint64, grace time.Duration) error {
 	if !alive(pid, start) {
-		reapIfChild(pid, start)
+		// Gone, or a zombie leader whose last threads may still be
+		// exiting: wait for the whole group (at once for a plain zombie).
+		waitGone(pid, start, 10*time.Second)
 		return nil
 	}
 	if grace > 0 {
@@ -584,116 +609,6 @@ func stopProcess(pid int, start uint64, grace time.Duration) error {
 		return fmt.Errorf("process %d survived SIGKILL", pid)
 	}
 	return nil
-}
-
-// Remove deletes a stopped sandbox: cgroups, state, overlay directories,
-// name. With force, a running (or half-created) sandbox is killed first.
-func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
-	id, err := m.paths.resolve(ref)
-	if err != nil {
-		return err
-	}
-	unlock, err := m.paths.lock(id)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	sb, err := m.paths.readState(id)
-	if err != nil {
-		return err
-	}
-	switch sb.Status {
-	case StatusRunning, StatusCreating:
-		if !force {
-			return fmt.Errorf("%w: %s; stop it first or use --force", ErrRunning, sb.ShortID())
-		}
-		if err := stopProcess(sb.LauncherPid, sb.LauncherStart, 0); err != nil {
-			return err
-		}
-		if err := stopProcess(sb.Pid, sb.PidStart, 0); err != nil {
-			return err
-		}
-	}
-	return m.cleanup(id, sb.Name, sb.IDMap)
-}
-
-// cleanup removes what a sandbox left: its cgroup, its directories, its name.
-// Each step runs even when an earlier one failed.
-func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
-	dir := m.paths.dir(id)
-	var errs []error
-	cgroup := ""
-	if sb, err := m.paths.readState(id); err == nil {
-		cgroup = sb.Cgroup
-	} else if mapping.Mode == launch.MapHost {
-		cgroup = "/bothy/" + id
-	}
-	if cgroup != "" {
-		errs = append(errs, destroyCgroups(id, cgroup))
-	}
-	// Files the sandbox wrote may belong to subordinate ids: removed from
-	// inside a namespace with the same mapping.
-	errs = append(errs, launch.RemoveAs(m.opts.Init, mapping, m.paths.upperRoot(id)), launch.RemoveTree(dir))
-	m.paths.releaseName(name, id)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("remove sandbox %s: %w", id[:12], err)
-	}
-	return nil
-}
-
-// destroyCgroups removes the sandbox's cgroup directories, in every
-// hierarchy, once its processes are gone. A cgroup whose last process has
-// just died can stay busy for a moment: each removal is retried for a while,
-// as libcontainer does.
-func destroyCgroups(id, cgroup string) error {
-	if !strings.HasSuffix(cgroup, "/"+id) {
-		return nil // a systemd scope: systemd removes it
-	}
-	entries, err := os.ReadDir("/sys/fs/cgroup")
-	if err != nil {
-		return nil
-	}
-	dirs := []string{"/sys/fs/cgroup" + cgroup}
-	for _, e := range entries {
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name())+cgroup)
-	}
-	for _, path := range dirs {
-		// Only the directory made for this sandbox: never anything else in
-		// the hierarchy.
-		err := unix.Rmdir(path)
-		for delay := 10 * time.Millisecond; errors.Is(err, unix.EBUSY) && delay <= 320*time.Millisecond; delay *= 2 {
-			time.Sleep(delay)
-			err = unix.Rmdir(path)
-		}
-		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-			return fmt.Errorf("remove cgroup %s: %w", path, err)
-		}
-	}
-	return nil
-}
-
-// Prune removes every sandbox that is not running, including ones whose
-// launcher died mid-create, and returns their IDs.
-func (m *Manager) Prune(ctx context.Context) ([]string, error) {
-	list, err := m.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	var errs []error
-	for _, sb := range list {
-		if sb.Status != StatusExited {
-			continue
-		}
-		if err := m.Remove(ctx, sb.ID, false); err != nil {
-			if !errors.Is(err, ErrNotFound) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		removed = append(removed, sb.ID)
-	}
-	return removed, errors.Join(errs...)
 }
 
 func writeJSON(path string, v any) error {

@@ -75,11 +75,15 @@ func signalProcess(pid int, start uint64, sig unix.Signal) error {
 
 // waitGone waits until the process is dead or the timeout passes. A pidfd
 // becomes readable the moment the process exits, so there is no polling
-// delay; kernels without pidfds fall back to polling.
+// delay; kernels without pidfds fall back to polling. A zombie thread-group
+// leader whose other threads still run is not gone: /proc shows the leader
+// as a zombie while the last thread of a killed PID 1 still tears down its
+// pid namespace (killing and reaping everything in it); its pidfd becomes
+// readable only once the whole group has exited.
 func waitGone(pid int, start uint64, timeout time.Duration) bool {
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		defer unix.Close(fd)
-		if alive(pid, start) { // the pidfd names our process, not a successor
+		if got, _, err := procStart(pid); err == nil && got == start { // the pidfd names our process, not a successor
 			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			deadline := time.Now().Add(timeout)
 			for {

@@ -29,6 +29,11 @@ const (
 	// StatusExited: PID 1 is gone; the upper directory and state remain
 	// until removal.
 	StatusExited Status = "exited"
+	// StatusDead: what is left of a sandbox whose creation or removal was
+	// cut short (its bothy killed, its launcher gone before the sandbox ran,
+	// its state lost): no process of bothy's is working on it any more.
+	// Processes may be left in its cgroup; rm and prune kill them.
+	StatusDead Status = "dead"
 )
 
 var (
@@ -90,6 +95,12 @@ type Sandbox struct {
 	LauncherStart uint64 `json:"launcher_start,omitempty"`
 	// Usage is read from the cgroup by Manager.Inspect only.
 	Usage *Usage `json:"usage,omitempty"`
+
+	// lost: there is no state.json (a creation killed before it wrote
+	// one, a removal killed after it removed it, a state tree wiped), only
+	// the sandbox's directories; every field but ID, Dir and Created is
+	// unknown.
+	lost bool
 }
 
 // ShortID is the first 12 hex digits of the ID, as ps shows it.
@@ -118,7 +129,9 @@ const (
 	stateFile   = "state.json"
 	socketName  = "api.sock"
 	mainLogName = "main.log"
-	lockFile    = "lock"
+	// newDirPrefix names a state directory while its creator prepares
+	// it, before it appears under its ID.
+	newDirPrefix = ".new-"
 )
 
 func (p Paths) dir(id string) string       { return filepath.Join(p.sandboxes(), id) }
@@ -150,54 +163,190 @@ func writeState(dir string, s *Sandbox) error {
 	return nil
 }
 
-// readState reads a record and derives its status from the processes.
-func (p Paths) readState(id string) (*Sandbox, error) {
+// readState reads a record and derives its status from the processes and,
+// for a sandbox whose PID 1 was never recorded, from its lock: a creator
+// still at work holds it. A state directory without state.json (its creator
+// or its removal was killed) or an upper directory without a state
+// directory (the state tree was lost, e.g. at a reboot) reads as a record
+// with only the ID: still a sandbox, listed, that rm and prune remove.
+func (p Paths) readState(id string) (*Sandbox, error) { return p.readRecord(id, true) }
+
+// readStateLocked is readState for a caller that holds the sandbox's lock.
+func (p Paths) readStateLocked(id string) (*Sandbox, error) { return p.readRecord(id, false) }
+
+func (p Paths) readRecord(id string, probeLock bool) (*Sandbox, error) {
 	dir := p.dir(id)
+	s := Sandbox{ID: id, Dir: dir, Socket: p.SocketPath(id), UpperDir: filepath.Join(p.upperRoot(id), "upper")}
 	data, err := os.ReadFile(filepath.Join(dir, stateFile))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(data, &s); err != nil {
+			return nil, fmt.Errorf("read sandbox %s: corrupt state.json: %w", id, err)
 		}
+		s.Dir, s.Socket, s.UpperDir = dir, p.SocketPath(id), filepath.Join(p.upperRoot(id), "upper")
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("read sandbox %s: %w", id, err)
+	default:
+		// No record: a directory left without one, or nothing.
+		st, err := os.Lstat(dir)
+		if err != nil {
+			if st, err = os.Lstat(p.upperRoot(id)); err != nil {
+				return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+			}
+			s.Dir, s.Socket = "", ""
+		}
+		s.Created, s.lost = st.ModTime().UTC(), true
 	}
-	var s Sandbox
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("read sandbox %s: corrupt state.json: %w", id, err)
-	}
-	s.Dir = dir
-	s.Socket = p.SocketPath(id)
-	s.UpperDir = filepath.Join(p.upperRoot(id), "upper")
 	switch {
 	case alive(s.Pid, s.PidStart):
 		s.Status = StatusRunning
-	case s.Pid == 0 && alive(s.LauncherPid, s.LauncherStart):
+	case s.Pid != 0:
+		s.Status = StatusExited
+	case alive(s.LauncherPid, s.LauncherStart) || (probeLock && s.Dir != "" && p.busy(id)):
 		s.Status = StatusCreating
 	default:
-		s.Status = StatusExited
+		s.Status = StatusDead
 	}
 	return &s, nil
 }
 
-// lock takes an exclusive flock on the sandbox's lock file; operations that
-// change a sandbox (start, stop, remove) hold it.
+// errBusy: another process holds the sandbox's lock.
+var errBusy = errors.New("sandbox is busy")
+
+// lock takes the sandbox's lock, an exclusive flock on its state
+// directory. Create holds it from the moment the directory appears until the
+// sandbox runs (or its failure is cleaned up); stop, rm and prune hold it
+// while they work. A sandbox removed while the caller waited is ErrNotFound.
 func (p Paths) lock(id string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(p.dir(id), lockFile), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	return flockDir(p.dir(id), id, unix.LOCK_EX)
+}
+
+// tryLock is lock without the wait: errBusy when another process holds it.
+func (p Paths) tryLock(id string) (unlock func(), err error) {
+	return flockDir(p.dir(id), id, unix.LOCK_EX|unix.LOCK_NB)
+}
+
+// busy reports whether another process holds the sandbox's lock.
+func (p Paths) busy(id string) bool {
+	unlock, err := flockDir(p.dir(id), id, unix.LOCK_SH|unix.LOCK_NB)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		return errors.Is(err, errBusy)
+	}
+	unlock()
+	return false
+}
+
+func flockDir(dir, id string, how int) (unlock func(), err error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		return nil, fmt.Errorf("lock sandbox %s: %w", id, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
+	for {
+		err = unix.Flock(fd, how)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errBusy
+		}
 		return nil, fmt.Errorf("lock sandbox %s: %w", id, err)
 	}
-	return func() { f.Close() }, nil
+	// Removed while we waited: the lock is on a directory that is gone.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Nlink == 0 {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// makeDir creates the sandbox's state directory and returns it locked. It is
+// made under a temporary name, locked, and renamed to its ID: no other
+// process ever sees it unlocked while its creator lives. The creator holds
+// the sandboxes directory's lock shared meanwhile, and pruneNewDirs holds it
+// exclusively: a temporary directory it sees is one whose creator was killed.
+func (p Paths) makeDir(id string) (unlock func(), err error) {
+	unlockAll, err := flockDir(p.sandboxes(), "", unix.LOCK_SH)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	defer unlockAll()
+	tmp, err := os.MkdirTemp(p.sandboxes(), newDirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	unlock, err = flockDir(tmp, id, unix.LOCK_EX)
+	if err == nil {
+		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p.dir(id), unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			err = os.Rename(tmp, p.dir(id)) // no RENAME_NOREPLACE here; IDs are random
+		}
+		if err != nil {
+			unlock()
+		}
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	return unlock, nil
+}
+
+// pruneNewDirs removes the temporary state directories of creators that
+// were killed before theirs got its ID (see makeDir).
+func (p Paths) pruneNewDirs() error {
+	unlockAll, err := flockDir(p.sandboxes(), "", unix.LOCK_EX)
+	if err != nil {
+		return fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer unlockAll()
+	entries, err := os.ReadDir(p.sandboxes())
+	if err != nil {
+		return fmt.Errorf("list sandboxes: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), newDirPrefix) {
+			if err := launch.RemoveTree(filepath.Join(p.sandboxes(), e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lockNames serialises the removal of names (a stale one taken over, a
+// released one): between reading a link and removing it, no other process
+// may have replaced it.
+func (p Paths) lockNames() (unlock func(), err error) {
+	fd, err := unix.Open(p.names(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lock sandbox names: %w", err)
+	}
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock sandbox names: %w", err)
+	}
+	return func() { unix.Close(fd) }, nil
 }
 
 // reserveName links names/NAME to id; the symlink's creation is atomic, so two
 // processes can never both get the same name. A name left by a sandbox that no
-// longer exists is taken over.
+// longer exists (no state directory) is taken over. The caller has made id's
+// state directory first, so that a name always points at one while its
+// sandbox lives.
 func (p Paths) reserveName(name, id string) error {
 	link := filepath.Join(p.names(), name)
 	for range 3 {
@@ -212,7 +361,7 @@ func (p Paths) reserveName(name, id string) error {
 		if rerr != nil {
 			continue
 		}
-		if _, serr := os.Stat(filepath.Join(p.dir(owner), stateFile)); serr == nil || owner == id {
+		if _, serr := os.Lstat(p.dir(owner)); serr == nil || owner == id {
 			return fmt.Errorf("%w: %q is used by sandbox %s; remove it or choose another name", ErrNameInUse, name, owner[:min(12, len(owner))])
 		}
 		// Stale: its sandbox is gone. Remove it only if it still points there.
@@ -221,28 +370,73 @@ func (p Paths) reserveName(name, id string) error {
 	return fmt.Errorf("%w: %q", ErrNameInUse, name)
 }
 
+// releaseName removes names/NAME if it still points at id.
 func (p Paths) releaseName(name, id string) {
 	if name == "" {
 		return
 	}
+	unlock, err := p.lockNames()
+	if err != nil {
+		return
+	}
+	defer unlock()
 	link := filepath.Join(p.names(), name)
 	if owner, err := os.Readlink(link); err == nil && owner == id {
 		os.Remove(link)
 	}
 }
 
-// ids lists the IDs of every sandbox directory.
-func (p Paths) ids() ([]string, error) {
-	entries, err := os.ReadDir(p.sandboxes())
+// releaseNames removes every name that points at id (for a sandbox whose
+// record, and so its name, is lost), or, with id empty, at a sandbox whose
+// state directory is gone.
+func (p Paths) releaseNames(id string) error {
+	entries, err := os.ReadDir(p.names())
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
+		return fmt.Errorf("list sandbox names: %w", err)
+	}
+	for _, e := range entries {
+		owner, err := os.Readlink(filepath.Join(p.names(), e.Name()))
+		if err != nil {
+			continue
 		}
+		if id == "" {
+			if _, err := os.Lstat(p.dir(owner)); err == nil || !errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+		} else if owner != id {
+			continue
+		}
+		p.releaseName(e.Name(), owner)
+	}
+	return nil
+}
+
+func validID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// ids lists the IDs of every sandbox: each state directory, and each upper
+// directory whose state directory is gone. The upper directories are listed
+// first: a creator makes the state directory before the upper one, and a
+// removal removes them the other way round.
+func (p Paths) ids() ([]string, error) {
+	uppers, err := os.ReadDir(p.uppers())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	entries, err := os.ReadDir(p.sandboxes())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	var ids []string
-	for _, e := range entries {
-		if e.IsDir() && len(e.Name()) == 32 {
+	seen := map[string]bool{}
+	for _, e := range append(entries, uppers...) {
+		if e.IsDir() && validID(e.Name()) && !seen[e.Name()] {
+			seen[e.Name()] = true
 			ids = append(ids, e.Name())
 		}
 	}
@@ -255,7 +449,7 @@ func (p Paths) resolve(ref string) (string, error) {
 		return "", fmt.Errorf("%w: empty reference", ErrNotFound)
 	}
 	if nameRE.MatchString(ref) {
-		if id, err := os.Readlink(filepath.Join(p.names(), ref)); err == nil {
+		if id, err := os.Readlink(filepath.Join(p.names(), ref)); err == nil && validID(id) {
 			if _, err := os.Stat(p.dir(id)); err == nil {
 				return id, nil
 			}

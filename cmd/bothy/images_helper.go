@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -62,6 +63,9 @@ func delegated(use, short string) *cobra.Command {
 			// Interrupted, it cleans up as bothy would (a failed pull
 			// leaves nothing).
 			c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
+			// Killed outright, bothy cannot pass the interrupt on: the
+			// kernel does (a build then removes its build sandbox).
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
 			c.WaitDelay = 30 * time.Second
 			err = c.Run()
 			var ee *exec.ExitError

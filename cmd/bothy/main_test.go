@@ -230,7 +230,7 @@ func TestKilledMidCreate(t *testing.T) {
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		_ = json.Unmarshal([]byte(c.ok("ps", "-a", "--format", "json")), &list)
-		if len(list) == 1 && list[0].Status == sandbox.StatusExited {
+		if len(list) == 1 && list[0].Status == sandbox.StatusDead {
 			break // the launcher died with its parent
 		}
 		if time.Now().After(deadline) {

@@ -283,7 +283,7 @@ func newPsCmd(g *globals) *cobra.Command {
 			}
 			var shown []*sandbox.Sandbox
 			for _, sb := range list {
-				if all || sb.Status != sandbox.StatusExited {
+				if all || sb.Status == sandbox.StatusRunning || sb.Status == sandbox.StatusCreating {
 					shown = append(shown, sb)
 				}
 			}
@@ -308,7 +308,7 @@ func newPsCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited sandboxes")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
 	return cmd
 }
@@ -363,7 +363,7 @@ func newRmCmd(g *globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "rm [-f] SANDBOX...",
-		Short: "Remove sandboxes: state, overlay directories, cgroups",
+		Short: "Remove sandboxes: processes, cgroups, overlay directories, state",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
@@ -380,7 +380,7 @@ func newRmCmd(g *globals) *cobra.Command {
 func newPruneCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "prune",
-		Short: "Remove every sandbox that is not running",
+		Short: "Remove every sandbox that is neither running nor being created, and whatever killed bothy processes left",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()

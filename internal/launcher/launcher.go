@@ -302,11 +302,20 @@ func run(container *libcontainer.Container, spec *specs.Spec, req launch.Request
 	}
 	trace.Mark("launcher", "container running (libcontainer Run)")
 	pid, err := process.Pid()
-	if err != nil {
-		return 0, err
+	if err == nil {
+		if err = waitReady(readyR, req.ReadyTimeout); err != nil {
+			err = fmt.Errorf("%w: %s", err, logTail(req.Log))
+		}
 	}
-	if err := waitReady(readyR, req.ReadyTimeout); err != nil {
-		return 0, fmt.Errorf("%w: %s", err, logTail(req.Log))
+	if err != nil {
+		// The container's init is this launcher's child: kill it and
+		// reap it, so that once the failure is reported nothing of the
+		// sandbox runs (libcontainer's Destroy refuses a running
+		// container) and its mount namespace, with the overlay, is gone
+		// (a killed process holds it until it has exited).
+		_ = process.Signal(unix.SIGKILL)
+		_, _ = process.Wait()
+		return 0, err
 	}
 	trace.Mark("launcher", "executor ready")
 	return pid, nil

@@ -4,12 +4,16 @@
 // Every process of one start counts from the same origin: the first traced
 // process's package initialisation, handed to the processes it starts in
 // BOTHY_TRACE_T0 (nanoseconds since the Unix epoch).
+//
+// Its marks are also the named steps where fault-injection tests kill a
+// process (KillEnv).
 package trace
 
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -35,8 +39,23 @@ func origin() time.Time {
 // Enabled reports whether tracing is on.
 func Enabled() bool { return enabled }
 
-// Mark prints the time since the origin.
+// KillEnv names a mark ("who:what", e.g. "bothy:state written") at which
+// the process that reaches it kills itself with SIGKILL: fault injection,
+// for the tests that check that a kill at any step leaves nothing that
+// `bothy rm -f` and `bothy prune` cannot remove (docs/security.md).
+const KillEnv = "BOTHY_KILL_AT"
+
+var killAt = os.Getenv(KillEnv)
+
+// Mark prints the time since the origin, and is a point where KillEnv can
+// kill the process.
 func Mark(who, what string) {
+	if killAt != "" && len(killAt) == len(who)+1+len(what) && killAt == who+":"+what {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		for {
+			time.Sleep(time.Second) // the signal is on its way
+		}
+	}
 	if enabled {
 		fmt.Fprintf(os.Stderr, "trace %-8s %7.2f ms  %s\n", who, float64(time.Since(start).Microseconds())/1000, what)
 	}

@@ -1,0 +1,928 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// Fault injection: bothy is killed with SIGKILL at random points and at every
+// named step of run -d, run --rm, rm -f and build (the CLI), of the
+// launcher and of the sandbox's init and executor, and after each kill
+// `bothy prune` (and `rm -f` of what ps -a still lists) must leave nothing:
+// no process in the sandboxes' cgroups or holding their mounts, no cgroup
+// directory, no mount in any namespace, no file in the state and data trees
+// but the stores. Before prune, everything left must be visible: listed by
+// ps -a, and no cgroup without a sandbox directory naming it.
+//
+// BOTHY_KILL_TRIALS sets the number of random-time trials (default
+// defaultKillTrials); the step trials, one per named step, come on top.
+
+const (
+	killTrialsEnv     = "BOTHY_KILL_TRIALS"
+	defaultKillTrials = 96
+	// killBudgetEnv bounds the time spent on random-time trials (a
+	// duration; 0: none): on a loaded machine fewer are run, and the
+	// figure says how many. The step trials and one round of each kind
+	// of random trial always run.
+	killBudgetEnv     = "BOTHY_KILL_BUDGET"
+	defaultKillBudget = 60 * time.Second
+)
+
+var idRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// killEnv is one test's bothy: its own BOTHY_ROOT and its own cgroup parent,
+// so that what it checks is its own and nothing another test (or another
+// user of the machine) runs.
+type killEnv struct {
+	t      *testing.T
+	bin    string
+	env    []string
+	root   string
+	parent string   // cgroup parent, relative to each hierarchy's root
+	cgroot []string // the parent in each hierarchy that has it
+	vol    string   // host directory of the overlay volume
+	setup  string   // build setup script
+	// tracked are processes of the sandbox that the trial saw: they must
+	// all be gone once prune has run.
+	tracked map[int]uint64
+}
+
+// newKillEnv makes the test's bothy; without cgroups (rootless only), no
+// cgroup is delegated to it and its sandboxes have none of their own.
+func newKillEnv(t *testing.T, cgroups bool) *killEnv {
+	t.Helper()
+	k := &killEnv{t: t, root: testenv.ShortTempDir(t), tracked: map[int]uint64{}}
+	k.bin = os.Getenv("BOTHY_BIN")
+	env := append(os.Environ(), "BOTHY_ROOT="+k.root,
+		"BOTHY_EXECUTOR="+testenv.Executor(t),
+		"BOTHY_DEFAULT_IMAGE="+testenv.BusyboxArchive(t),
+		"BOTHY_IMAGES="+testenv.ImagesHelper(t))
+	if k.bin == "" {
+		// Outside make test: this test binary is the CLI and the launcher.
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.bin = self
+		env = append(env, "BOTHY_TEST_CLI=1")
+		if os.Getenv("BOTHY_INIT") == "" {
+			env = append(env, "BOTHY_INIT="+self)
+		}
+	}
+	k.setupCgroups(&env, cgroups)
+	k.env = env
+	k.vol = t.TempDir()
+	if err := os.WriteFile(filepath.Join(k.vol, "lower"), []byte("lower\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(k.vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k.setup = filepath.Join(t.TempDir(), "setup.sh")
+	if err := os.WriteFile(k.setup, []byte("echo built > /etc/built; sleep 0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.cleanup)
+	return k
+}
+
+// setupCgroups gives the test a cgroup parent of its own below bothy's:
+// /bothy/kt-N as root, /bothy-UID/kt-N (in the delegated subtree) rootless.
+func (k *killEnv) setupCgroups(env *[]string, cgroups bool) {
+	t := k.t
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		t.Log("cgroup v2 host: sandboxes are placed as bothy places them; the cgroup checks look at /sys/fs/cgroup/bothy")
+		k.parent = "/bothy"
+		k.cgroot = []string{"/sys/fs/cgroup/bothy"}
+		return
+	}
+	base := "/bothy"
+	if os.Geteuid() != 0 {
+		base = "/bothy-" + strconv.Itoa(os.Geteuid())
+	}
+	k.parent = fmt.Sprintf("%s/kt-%d-%d", base, os.Getpid(), rand.IntN(1<<30))
+	if !cgroups {
+		// A parent that does not exist: nothing is delegated there.
+		*env = append(*env, sandbox.CgroupParentEnv+"="+k.parent)
+		return
+	}
+	hs, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hs {
+		var st unix.Statfs_t
+		if unix.Statfs(h, &st) != nil || (st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC) {
+			continue
+		}
+		if os.Geteuid() != 0 {
+			// Rootless: the hierarchies of the controllers bothy uses,
+			// where the subtree is delegated to us.
+			if unix.Access(h+base, unix.W_OK|unix.X_OK) != nil {
+				if slices.Contains(launch.RootlessControllers, filepath.Base(h)) {
+					t.Skipf("requires a cgroup subtree delegated to uid %d (%s%s; scripts/delegate-cgroups.sh)", os.Geteuid(), h, base)
+				}
+				continue
+			}
+			if err := os.Mkdir(h+k.parent, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k.cgroot = append(k.cgroot, h+k.parent)
+	}
+	*env = append(*env, sandbox.CgroupParentEnv+"="+k.parent)
+}
+
+// cleanup removes what a failed test left in its own cgroup parent (its
+// processes included) and the parent itself. A passing test left nothing.
+func (k *killEnv) cleanup() {
+	out, _, _ := k.bothy("ps", "-a", "--format", "json")
+	var list []sandbox.Sandbox
+	_ = json.Unmarshal([]byte(out), &list)
+	for _, sb := range list {
+		_, _, _ = k.bothy("rm", "-f", sb.ID)
+	}
+	if k.parent == "/bothy" {
+		return // v2: nothing of our own to remove
+	}
+	for range 50 {
+		left := 0
+		for _, dir := range k.cgroupDirs() {
+			for _, pid := range cgroupProcs(dir) {
+				_ = unix.Kill(pid, unix.SIGKILL) // in the test's own cgroup parent: ours
+			}
+			if unix.Rmdir(dir) != nil {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The parent itself, in every hierarchy (as root libcontainer made it).
+	hs, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hs {
+		_ = unix.Rmdir(h + k.parent)
+	}
+}
+
+// bothy runs the CLI to its end.
+func (k *killEnv) bothy(args ...string) (string, string, error) {
+	cmd := exec.Command(k.bin, args...)
+	cmd.Env = k.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+func (k *killEnv) ok(args ...string) string {
+	k.t.Helper()
+	out, errOut, err := k.bothy(args...)
+	if err != nil {
+		k.t.Fatalf("bothy %s: %v: %s", strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+// cgroupDirs lists the sandbox cgroups under the test's parent, in every
+// hierarchy.
+func (k *killEnv) cgroupDirs() []string {
+	var out []string
+	for _, p := range k.cgroot {
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			if e.IsDir() && (idRE.MatchString(e.Name()) || k.parent != "/bothy") {
+				out = append(out, filepath.Join(p, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+func cgroupProcs(dir string) []int {
+	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// procInfo reads a process's parent, start time and state from
+// /proc/PID/stat.
+func procInfo(pid int) (ppid int, start uint64, state byte, err error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, 0, errors.New("bad stat")
+	}
+	f := bytes.Fields(data[i+1:])
+	if len(f) < 20 {
+		return 0, 0, 0, errors.New("bad stat")
+	}
+	ppid, _ = strconv.Atoi(string(f[1]))
+	start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+	return ppid, start, f[0][0], nil
+}
+
+func procAlive(pid int, start uint64) bool {
+	_, s, state, err := procInfo(pid)
+	return err == nil && s == start && state != 'Z' && state != 'X'
+}
+
+// killProc sends SIGKILL to the process named by pid and start time,
+// through a pidfd, so a recycled pid is never hit.
+func killProc(pid int, start uint64) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if !procAlive(pid, start) {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
+}
+
+func allPids() []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// childWith finds a child of parent whose first argument is arg.
+func childWith(parent int, arg string) (int, uint64) {
+	for _, pid := range allPids() {
+		ppid, start, _, err := procInfo(pid)
+		if err != nil || ppid != parent {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 1 && args[1] == arg {
+			return pid, start
+		}
+	}
+	return 0, 0
+}
+
+// mountHolders returns, for every process whose mount namespace has a mount
+// that names the test's root (the launcher's and the sandbox's namespaces
+// included, which the host's mount table does not show), one line.
+func (k *killEnv) mountHolders() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, pid := range allPids() {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+		if err != nil || !bytes.Contains(data, []byte(k.root)) {
+			continue
+		}
+		ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+		if ns != "" && seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, k.root) {
+				out = append(out, fmt.Sprintf("pid %d (%s): %s", pid, ns, line))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// leftovers is what a trial left, as found on disk, in the cgroups and in
+// /proc.
+type leftovers struct {
+	stateDirs, dataDirs, names, cgroups, procs, mounts []string
+}
+
+func (l leftovers) empty() bool {
+	return len(l.stateDirs)+len(l.dataDirs)+len(l.names)+len(l.cgroups)+len(l.procs)+len(l.mounts) == 0
+}
+
+func (l leftovers) String() string {
+	var b strings.Builder
+	for _, x := range []struct {
+		what string
+		list []string
+	}{{"state dirs", l.stateDirs}, {"data dirs", l.dataDirs}, {"names", l.names}, {"cgroups", l.cgroups}, {"processes", l.procs}, {"mounts", l.mounts}} {
+		if len(x.list) > 0 {
+			fmt.Fprintf(&b, "\n  %s: %s", x.what, strings.Join(x.list, "; "))
+		}
+	}
+	return b.String()
+}
+
+func readNames(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func (k *killEnv) leftovers() leftovers {
+	var l leftovers
+	l.stateDirs = readNames(filepath.Join(k.root, "run", "sb"))
+	l.dataDirs = readNames(filepath.Join(k.root, "data", "sandboxes"))
+	for _, n := range readNames(filepath.Join(k.root, "run", "names")) {
+		target, _ := os.Readlink(filepath.Join(k.root, "run", "names", n))
+		l.names = append(l.names, n+"->"+target)
+	}
+	ownProcs := map[int]bool{}
+	for _, dir := range k.cgroupDirs() {
+		if k.parent == "/bothy" && !k.known(filepath.Base(dir)) {
+			continue // v2's shared parent: only the test's own sandboxes
+		}
+		l.cgroups = append(l.cgroups, strings.TrimPrefix(dir, "/sys/fs/cgroup/"))
+		for _, pid := range cgroupProcs(dir) {
+			if !ownProcs[pid] {
+				ownProcs[pid] = true
+				l.procs = append(l.procs, fmt.Sprintf("%d in %s", pid, strings.TrimPrefix(dir, "/sys/fs/cgroup/")))
+			}
+		}
+	}
+	for pid, start := range k.tracked {
+		if procAlive(pid, start) && !ownProcs[pid] {
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			l.procs = append(l.procs, fmt.Sprintf("%d (%s)", pid, strings.ReplaceAll(strings.TrimSpace(string(cmdline)), "\x00", " ")))
+		}
+	}
+	l.mounts = k.mountHolders()
+	return l
+}
+
+// known reports whether id is a sandbox of this test's root.
+func (k *killEnv) known(id string) bool {
+	for _, d := range []string{filepath.Join(k.root, "run", "sb", id), filepath.Join(k.root, "data", "sandboxes", id)} {
+		if _, err := os.Lstat(d); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// track records the processes named in the sandboxes' state: bothy's
+// (launcher, PID 1) and libcontainer's (the container's init).
+func (k *killEnv) track() {
+	for _, id := range readNames(filepath.Join(k.root, "run", "sb")) {
+		dir := filepath.Join(k.root, "run", "sb", id)
+		var st struct {
+			Pid           int    `json:"pid"`
+			PidStart      uint64 `json:"pid_start"`
+			LauncherPid   int    `json:"launcher_pid"`
+			LauncherStart uint64 `json:"launcher_start"`
+		}
+		if data, err := os.ReadFile(filepath.Join(dir, "state.json")); err == nil && json.Unmarshal(data, &st) == nil {
+			if st.Pid > 0 {
+				k.tracked[st.Pid] = st.PidStart
+			}
+			if st.LauncherPid > 0 {
+				k.tracked[st.LauncherPid] = st.LauncherStart
+			}
+		}
+		if pid, start := libcontainerInit(dir, id); pid > 0 {
+			k.tracked[pid] = start
+		}
+	}
+}
+
+func libcontainerInit(dir, id string) (int, uint64) {
+	var st struct {
+		Pid   int    `json:"init_process_pid"`
+		Start uint64 `json:"init_process_start"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "libcontainer", id, "state.json"))
+	if err != nil || json.Unmarshal(data, &st) != nil {
+		return 0, 0
+	}
+	return st.Pid, st.Start
+}
+
+// phase names the step of a sandbox's life the files show: how far its
+// creation got, or its removal.
+func (k *killEnv) phase(seen bool) string {
+	ids := readNames(filepath.Join(k.root, "run", "sb"))
+	var id string
+	for _, x := range ids {
+		if idRE.MatchString(x) {
+			id = x
+		}
+	}
+	if id == "" {
+		if seen || len(readNames(filepath.Join(k.root, "data", "sandboxes"))) > 0 {
+			return "removed (state gone)"
+		}
+		if len(ids) > 0 {
+			return "directory being made"
+		}
+		return "before the directory"
+	}
+	dir := filepath.Join(k.root, "run", "sb", id)
+	var st struct {
+		Pid         int    `json:"pid"`
+		PidStart    uint64 `json:"pid_start"`
+		LauncherPid int    `json:"launcher_pid"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil || json.Unmarshal(data, &st) != nil {
+		if seen {
+			return "removing (state.json gone)"
+		}
+		return "directory, no state"
+	}
+	switch {
+	case st.Pid == 0 && st.LauncherPid == 0:
+		return "state written"
+	case st.Pid == 0:
+		if pid, _ := libcontainerInit(dir, id); pid > 0 {
+			return "container started"
+		}
+		return "launcher started"
+	case procAlive(st.Pid, st.PidStart):
+		return "running"
+	}
+	if _, err := os.Stat(filepath.Join(k.root, "data", "sandboxes", id)); err != nil {
+		return "removing (upper gone)"
+	}
+	for _, c := range k.cgroupDirs() {
+		if filepath.Base(c) == id {
+			return "removing (processes dead)"
+		}
+	}
+	return "removing (cgroups gone)"
+}
+
+// trial is one kill.
+type trial struct {
+	op, victim string
+	args       []string // the bothy command line; "ID" is replaced
+	killAt     string   // a named step (BOTHY_KILL_AT) instead of a random time
+	window     time.Duration
+}
+
+// outcome is what one trial found.
+type outcome struct {
+	phase    string
+	killed   bool
+	status   map[sandbox.Status]int // ps -a before prune
+	before   leftovers
+	survived bool // the CLI was not killed
+}
+
+func (k *killEnv) runTrial(tr trial) outcome {
+	t := k.t
+	t.Helper()
+	k.tracked = map[int]uint64{}
+	var id string
+	if slices.Contains(tr.args, "ID") {
+		id = strings.TrimSpace(k.ok("run", "-d", "-v", k.vol+":/w:overlay", "--", "sleep", "1000"))
+		k.track()
+	}
+	args := slices.Clone(tr.args)
+	for i, a := range args {
+		if a == "ID" {
+			args[i] = id
+		}
+	}
+	cmd := exec.Command(k.bin, args...)
+	cmd.Env = k.env
+	if tr.killAt != "" {
+		cmd.Env = append(slices.Clone(k.env), trace.KillEnv+"="+tr.killAt)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	o := outcome{status: map[sandbox.Status]int{}}
+	var waitErr error
+	done := false
+	delay := time.Duration(rand.Int64N(int64(max(tr.window, time.Millisecond))))
+	switch {
+	case tr.killAt != "":
+		o.phase = tr.killAt
+	case tr.victim == "cli":
+		select {
+		case waitErr = <-exited:
+			done = true
+			o.phase = "after the end"
+		case <-time.After(delay):
+			o.phase = k.phase(id != "")
+			o.killed = cmd.Process.Signal(syscall.SIGKILL) == nil
+		}
+	default:
+		// Find the victim while the CLI runs, then kill it a random
+		// time later.
+		var pid int
+		var start uint64
+		for pid == 0 && !done {
+			select {
+			case waitErr = <-exited:
+				done = true
+				continue
+			case <-time.After(2 * time.Millisecond):
+			}
+			pid, start = k.findVictim(cmd.Process.Pid, tr.victim)
+		}
+		if pid != 0 {
+			k.tracked[pid] = start
+			select {
+			case waitErr = <-exited:
+				done = true
+			case <-time.After(delay):
+			}
+			o.phase = k.phase(id != "")
+			o.killed = killProc(pid, start)
+			if !o.killed {
+				o.phase = "after the end"
+			}
+		} else {
+			o.phase = "after the end"
+		}
+	}
+	if !done {
+		select {
+		case waitErr = <-exited:
+		case <-time.After(3 * time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatalf("%s: bothy %s hung: %s", tr.op, strings.Join(args, " "), stderr.String())
+		}
+	}
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			if tr.killAt != "" {
+				o.killed = true
+			}
+		}
+	}
+	// Killing bothy-images kills the process that does a build's work.
+	o.survived = !(o.killed && (tr.victim == "cli" || tr.victim == "images"))
+	if tr.killAt != "" && tr.victim == "launcher" {
+		// The launcher killed itself: the sandbox was never reported.
+		o.killed = waitErr != nil && strings.Contains(stderr.String(), "launcher")
+		if !o.killed {
+			t.Errorf("%s: bothy %s: the launcher was not killed at %q (%v): %s", tr.op, strings.Join(args, " "), tr.killAt, waitErr, stderr.String())
+		}
+	}
+	if tr.killAt != "" && tr.victim == "cli" && !o.killed {
+		t.Errorf("%s: bothy %s was not killed at %q: the step was never reached (%v: %s)", tr.op, strings.Join(args, " "), tr.killAt, waitErr, stderr.String())
+	}
+	k.track()
+	o.before = k.leftovers()
+
+	// Everything left must be visible: ps -a lists each sandbox whose
+	// directory is left, and no cgroup is left without a directory that
+	// names its sandbox.
+	out := k.ok("ps", "-a", "--format", "json")
+	var list []sandbox.Sandbox
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("ps -a: %v: %s", err, out)
+	}
+	listed := map[string]sandbox.Status{}
+	for _, sb := range list {
+		listed[sb.ID] = sb.Status
+		o.status[sb.Status]++
+	}
+	for _, d := range append(slices.Clone(o.before.stateDirs), o.before.dataDirs...) {
+		if _, ok := listed[d]; idRE.MatchString(d) && !ok {
+			t.Errorf("%s, %s killed at %s: sandbox %s is left but ps -a does not list it:%s", tr.op, tr.victim, o.phase, d, o.before)
+		}
+	}
+	for _, c := range o.before.cgroups {
+		if !k.known(filepath.Base(c)) {
+			t.Errorf("%s, %s killed at %s: cgroup %s is left with no sandbox directory naming it:%s", tr.op, tr.victim, o.phase, c, o.before)
+		}
+	}
+	// A CLI that lived cleaned up after itself, unless it started a
+	// sandbox on purpose (run -d that succeeded).
+	if o.survived && (tr.op != "run -d" || waitErr != nil) && !o.before.empty() {
+		t.Errorf("%s, %s killed at %s: bothy lived (%v) but left:%s\n%s", tr.op, tr.victim, o.phase, waitErr, o.before, stderr.String())
+	}
+
+	// prune, then rm -f of whatever is still listed (a running sandbox,
+	// a creating one whose launcher has not died yet).
+	_, pruneErr, err := k.bothy("prune")
+	if err != nil {
+		t.Errorf("%s, %s killed at %s: prune: %v: %s", tr.op, tr.victim, o.phase, err, pruneErr)
+	}
+	if len(readNames(filepath.Join(k.root, "run", "sb")))+len(readNames(filepath.Join(k.root, "data", "sandboxes"))) > 0 {
+		out = k.ok("ps", "-a", "--format", "json")
+		list = nil
+		_ = json.Unmarshal([]byte(out), &list)
+		for _, sb := range list {
+			// Prune leaves what runs or is being created; a sandbox
+			// that did when ps -a looked (its PID 1 or launcher was
+			// still dying) may have stopped since.
+			if was := listed[sb.ID]; was != sandbox.StatusRunning && was != sandbox.StatusCreating {
+				t.Errorf("%s, %s killed at %s: prune left sandbox %s (%s, before prune %s)", tr.op, tr.victim, o.phase, sb.ID, sb.Status, was)
+			}
+			if _, rmErr, err := k.bothy("rm", "-f", sb.ID); err != nil && !strings.Contains(rmErr, "no such sandbox") {
+				t.Errorf("%s, %s killed at %s: rm -f %s: %v: %s", tr.op, tr.victim, o.phase, sb.ID, err, rmErr)
+			}
+		}
+	}
+	if after := k.leftovers(); !after.empty() {
+		t.Errorf("%s, %s killed at %s: after prune and rm -f, left:%s\nbefore prune:%s", tr.op, tr.victim, o.phase, after, o.before)
+	}
+	k.checkFiles(tr, o)
+	return o
+}
+
+// findVictim finds the process to kill: the launcher (a child of the CLI),
+// the container's init as it starts (a child of the launcher), or the
+// sandbox's PID 1 once libcontainer has recorded it.
+func (k *killEnv) findVictim(cli int, victim string) (int, uint64) {
+	switch victim {
+	case "launcher":
+		return childWith(cli, launch.Arg)
+	case "images":
+		for _, pid := range allPids() {
+			if ppid, start, _, err := procInfo(pid); err == nil && ppid == cli {
+				return pid, start
+			}
+		}
+	case "init":
+		if l, _ := childWith(cli, launch.Arg); l != 0 {
+			return childWith(l, "init")
+		}
+	case "executor":
+		for _, id := range readNames(filepath.Join(k.root, "run", "sb")) {
+			if pid, start := libcontainerInit(filepath.Join(k.root, "run", "sb", id), id); pid > 0 {
+				return pid, start
+			}
+		}
+	}
+	return 0, 0
+}
+
+// checkFiles fails on any file in the state and data trees but the stores
+// (images, layers, compiled seccomp profiles, volumes).
+func (k *killEnv) checkFiles(tr trial, o outcome) {
+	stores := []string{"data/images", "data/layers", "data/seccomp", "data/volumes"}
+	var extra []string
+	_ = filepath.WalkDir(k.root, func(path string, d os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(k.root, path)
+		switch {
+		case err != nil:
+			extra = append(extra, rel+": "+err.Error())
+			return nil
+		case slices.Contains(stores, rel):
+			return filepath.SkipDir
+		case rel == "." || rel == "run" || rel == "data" || rel == "run/sb" || rel == "run/names" || rel == "data/sandboxes":
+			return nil
+		}
+		extra = append(extra, rel)
+		return nil
+	})
+	if len(extra) > 0 {
+		k.t.Errorf("%s, %s killed at %s: files left in the state and data trees: %s", tr.op, tr.victim, o.phase, strings.Join(extra[:min(len(extra), 20)], ", "))
+	}
+}
+
+// killTrials is the number of random-time trials and the time they may
+// take.
+func killTrials(t *testing.T) (int, time.Duration) {
+	n, budget := defaultKillTrials, defaultKillBudget
+	if s := os.Getenv(killTrialsEnv); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 0 {
+			t.Fatalf("%s=%q: want a number of trials", killTrialsEnv, s)
+		}
+	}
+	if s := os.Getenv(killBudgetEnv); s != "" {
+		var err error
+		if budget, err = time.ParseDuration(s); err != nil || budget < 0 {
+			t.Fatalf("%s=%q: want a duration such as 60s (0: no limit)", killBudgetEnv, s)
+		}
+	}
+	return n, budget
+}
+
+// The named steps (trace marks) bothy is killed at, in order.
+var (
+	createSteps = []string{"bothy:create", "bothy:image resolved", "bothy:directory made", "bothy:name reserved", "bothy:state written",
+		"bothy:launcher started", "bothy:bundle written", "bothy:launcher reported", "bothy:ready"}
+	launcherSteps = []string{"launcher:overlay mounted", "launcher:go-ahead", "launcher:container created",
+		"launcher:container running (libcontainer Run)", "launcher:executor ready"}
+	removeSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: upper directory removed",
+		"bothy:rm: state removed"}
+)
+
+func TestKillAnyStep(t *testing.T) {
+	n, budget := killTrials(t)
+	if os.Geteuid() == 0 {
+		t.Run("cgroups", func(t *testing.T) { killAnyStep(t, n, budget, true) })
+		return
+	}
+	t.Run("cgroups", func(t *testing.T) { killAnyStep(t, n, budget*2/3, true) })
+	// Rootless without a delegated cgroup (the HPC case): a sandbox's
+	// processes are known from bothy's and libcontainer's records only.
+	t.Run("no-cgroup", func(t *testing.T) { killAnyStep(t, n/3, budget/3, false) })
+}
+
+func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
+	k := newKillEnv(t, cgroups)
+	k.ok("run", "--rm", "--", "true") // imports the default image, fills the layer cache
+	runD := []string{"run", "-d", "--name", "killed", "-v", k.vol + ":/w:overlay"}
+	runRm := []string{"run", "--rm", "-v", k.vol + ":/w:overlay", "--", "sh", "-c", "echo hi > /w/f; sleep 0.1"}
+	rmF := []string{"rm", "-f", "ID"}
+	build := []string{"build", "-q", "--force", "--setup", k.setup}
+
+	// How long each command takes unkilled: the random kill times are
+	// drawn up to that.
+	timeIt := func(args []string) time.Duration {
+		var best time.Duration
+		for range 2 {
+			a := slices.Clone(args)
+			for i := range a {
+				if a[i] == "ID" {
+					a[i] = strings.TrimSpace(k.ok("run", "-d", "--", "sleep", "1000"))
+				}
+			}
+			start := time.Now()
+			k.ok(a...)
+			if d := time.Since(start); best == 0 || d < best {
+				best = d
+			}
+			k.ok("prune")
+			for _, sb := range k.list() {
+				k.ok("rm", "-f", sb.ID)
+			}
+		}
+		return best
+	}
+	tRunD, tRunRm, tRm := timeIt(runD), timeIt(runRm), timeIt(rmF)
+	t.Logf("unkilled: run -d %v, run --rm %v, rm -f %v", tRunD.Round(time.Millisecond), tRunRm.Round(time.Millisecond), tRm.Round(time.Millisecond))
+
+	random := []trial{
+		{op: "run -d", victim: "cli", args: runD, window: tRunD},
+		{op: "run -d", victim: "launcher", args: runD, window: tRunD},
+		{op: "run -d", victim: "init", args: runD, window: tRunD / 4},
+		{op: "run -d", victim: "executor", args: runD, window: tRunD / 4},
+		{op: "run --rm", victim: "cli", args: runRm, window: tRunRm},
+		{op: "run --rm", victim: "launcher", args: runRm, window: tRunD},
+		{op: "run --rm", victim: "init", args: runRm, window: tRunD / 4},
+		{op: "run --rm", victim: "executor", args: runRm, window: tRunRm - tRunD/2},
+		{op: "rm -f", victim: "cli", args: rmF, window: tRm},
+	}
+	// The step trials, a round of each kind of random trial and two
+	// builds always run; the other random trials as long as the budget
+	// lasts.
+	var trials []trial
+	for _, s := range createSteps {
+		trials = append(trials, trial{op: "run -d", victim: "cli", args: runD, killAt: s})
+	}
+	for _, s := range launcherSteps {
+		trials = append(trials, trial{op: "run --rm", victim: "launcher", args: runRm, killAt: s})
+	}
+	for _, s := range removeSteps {
+		trials = append(trials, trial{op: "rm -f", victim: "cli", args: rmF, killAt: s})
+	}
+	mandatory := len(trials)
+	for i := range n {
+		// Builds are slow: a pair every 24 trials, killing the CLI
+		// (whose bothy-images helper is interrupted with it) or the
+		// helper itself.
+		if i%24 == 0 {
+			trials = append(trials, trial{op: "build", victim: "cli", args: build}, trial{op: "build", victim: "images", args: build})
+		}
+		trials = append(trials, random[i%len(random)])
+		if i == min(n, len(random))-1 {
+			mandatory = len(trials)
+		}
+	}
+	if n > 0 {
+		tBuild := timeIt(build)
+		t.Logf("unkilled: build %v", tBuild.Round(time.Millisecond))
+		for i := range trials {
+			if trials[i].op == "build" {
+				trials[i].window = tBuild
+			}
+		}
+	}
+
+	type row struct{ op, victim string }
+	type agg struct {
+		trials, killed, dirty int
+		phases                map[string]int
+		status                map[sandbox.Status]int
+		left                  [6]int // trials that left state dirs, data dirs, names, cgroups, processes, mounts
+	}
+	table := map[row]*agg{}
+	var rows []row
+	start := time.Now()
+	run := 0
+	for i, tr := range trials {
+		if i >= mandatory && budget > 0 && time.Since(start) > budget {
+			t.Logf("%s used up after %d trials: %d random trials left out", killBudgetEnv, run, len(trials)-i)
+			break
+		}
+		run++
+		o := k.runTrial(tr)
+		r := row{tr.op, tr.victim}
+		if tr.killAt != "" {
+			r.victim += " at each step"
+		}
+		a := table[r]
+		if a == nil {
+			a = &agg{phases: map[string]int{}, status: map[sandbox.Status]int{}}
+			table[r] = a
+			rows = append(rows, r)
+		}
+		a.trials++
+		if o.killed {
+			a.killed++
+		}
+		a.phases[o.phase]++
+		for s, c := range o.status {
+			a.status[s] += c
+		}
+		for i, l := range [][]string{o.before.stateDirs, o.before.dataDirs, o.before.names, o.before.cgroups, o.before.procs, o.before.mounts} {
+			if len(l) > 0 {
+				a.left[i]++
+			}
+		}
+		if !o.before.empty() {
+			a.dirty++
+		}
+		if t.Failed() {
+			break
+		}
+	}
+
+	// The figure: trials per kill point, and what was left before prune
+	// (number of trials that left each kind of thing).
+	var b strings.Builder
+	cg := "cgroups delegated"
+	if !cgroups {
+		cg = "no cgroup delegated"
+	}
+	fmt.Fprintf(&b, "kill -9 at each step and at random times, uid %d, %s: %d trials in %v; after each, prune and rm -f of what ps -a listed left nothing\n",
+		os.Geteuid(), cg, run, time.Since(start).Round(time.Second))
+	const format = "%-9s %-22s %6v %5v | %5v %5v %5v %5v %6v %7v %5v | %s\n"
+	fmt.Fprintf(&b, format, "command", "killed", "trials", "kills", "left:", "state", "data", "name", "cgroup", "process", "mount", "ps -a before prune")
+	for _, r := range rows {
+		a := table[r]
+		var st []string
+		for _, s := range []sandbox.Status{sandbox.StatusRunning, sandbox.StatusCreating, sandbox.StatusExited, sandbox.StatusDead} {
+			if a.status[s] > 0 {
+				st = append(st, fmt.Sprintf("%s %d", s, a.status[s]))
+			}
+		}
+		fmt.Fprintf(&b, format, r.op, r.victim, a.trials, a.killed, a.dirty,
+			a.left[0], a.left[1], a.left[2], a.left[3], a.left[4], a.left[5], strings.Join(st, ", "))
+	}
+	b.WriteString("kill points (the step the files showed at the kill):\n")
+	for _, r := range rows {
+		var ps []string
+		for p, c := range table[r].phases {
+			ps = append(ps, fmt.Sprintf("%s %d", p, c))
+		}
+		sort.Strings(ps)
+		fmt.Fprintf(&b, "  %s, %s: %s\n", r.op, r.victim, strings.Join(ps, ", "))
+	}
+	t.Log("\n" + b.String())
+}
+
+func (k *killEnv) list() []sandbox.Sandbox {
+	var list []sandbox.Sandbox
+	_ = json.Unmarshal([]byte(k.ok("ps", "-a", "--format", "json")), &list)
+	return list
+}

@@ -1,0 +1,387 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/trace"
+)
+
+// Removal. A sandbox is made of, in the order Create makes them: its state
+// directory (locked by its creator while it works), its name, its upper
+// directory, its state.json, its launcher, the overlay mounts in the
+// launcher's mount namespace, its libcontainer state, its cgroups, its init
+// (which becomes the executor, PID 1). A kill can stop bothy between any two
+// of these; cleanup takes them down in an order that keeps the state
+// directory, which names the sandbox, until everything else is gone, so
+// that what is left is always listed by ps -a and removed by rm -f or prune.
+
+// Remove deletes a sandbox that is not running: its processes, cgroups,
+// upper and state directories, name. With force, a running or creating
+// sandbox is killed first. A dead one (its creation or removal cut short) is
+// removed with whatever processes are left in its cgroups.
+func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
+	id, err := m.paths.resolve(ref)
+	if err != nil {
+		return err
+	}
+	// A creator holds the lock until its launcher has reported: without
+	// force, do not wait for it; with force, end the launcher, and the
+	// creator cleans up and lets go.
+	endedLauncher := false
+	if sb, err := m.paths.readState(id); err == nil && sb.Status == StatusCreating {
+		if !force {
+			return fmt.Errorf("%w: %s is being created; use --force", ErrRunning, sb.ShortID())
+		}
+		if sb.LauncherPid != 0 {
+			endedLauncher = signalProcess(sb.LauncherPid, sb.LauncherStart, unix.SIGKILL) == nil
+		}
+	}
+	unlock, err := m.paths.lock(id)
+	switch {
+	case err == nil:
+		defer unlock()
+	case errors.Is(err, ErrNotFound):
+		if _, serr := os.Lstat(m.paths.upperRoot(id)); serr == nil {
+			// An upper directory whose state directory is gone: no
+			// creator works on an ID without one, no lock to take.
+			break
+		}
+		if endedLauncher {
+			return nil // its creator removed it
+		}
+		return err
+	default:
+		return err
+	}
+	sb, err := m.paths.readStateLocked(id)
+	if err != nil {
+		return err
+	}
+	if !force && (sb.Status == StatusRunning || sb.Status == StatusCreating) {
+		return fmt.Errorf("%w: %s; stop it first or use --force", ErrRunning, sb.ShortID())
+	}
+	return m.cleanup(id, sb)
+}
+
+// cleanup removes everything that is left of sandbox id, whatever step its
+// creation or removal stopped at, one named step after another:
+//
+//  1. processes killed: its launcher, its PID 1 (bothy's record, else
+//     libcontainer's), every process left in its cgroups; the overlay
+//     mounts, which live in the launcher's and the sandbox's mount
+//     namespaces, go with the last of them;
+//  2. cgroups removed, in every hierarchy;
+//  3. upper directory removed (the data tree);
+//  4. state removed: the state directory, with the bundle, libcontainer's
+//     state, the socket directory and state.json;
+//  5. name released.
+//
+// A step that fails stops the cleanup: the state directory, which names the
+// sandbox, stays until everything but its name is gone, so that a failure
+// or a kill at any step leaves it listed by ps -a, and rm -f or prune takes
+// it up from there. The caller holds the sandbox's lock (or it has no state
+// directory any more); sb is its record, or what readState makes of its
+// directories when the record is lost.
+func (m *Manager) cleanup(id string, sb *Sandbox) error {
+	mapping, cgroup := sb.IDMap, sb.Cgroup
+	if sb.lost {
+		mapping, cgroup = m.mapping, m.plannedCgroup(id)
+	}
+	steps := []struct {
+		done string
+		run  func() error
+	}{
+		{"processes killed", func() error { return killSandbox(sb, cgroup) }},
+		{"cgroups removed", func() error { return destroyCgroups(id, cgroup) }},
+		{"upper directory removed", func() error { return launch.RemoveAs(m.opts.Init, mapping, m.paths.upperRoot(id)) }},
+		{"state removed", func() error { return launch.RemoveAs(m.opts.Init, mapping, m.paths.dir(id)) }},
+		{"name released", func() error {
+			if sb.lost {
+				return m.paths.releaseNames(id)
+			}
+			m.paths.releaseName(sb.Name, id)
+			return nil
+		}},
+	}
+	for _, step := range steps {
+		if err := step.run(); err != nil {
+			return fmt.Errorf("remove sandbox %s: %w", id[:12], err)
+		}
+		trace.Mark("bothy", "rm: "+step.done)
+	}
+	return nil
+}
+
+// plannedCgroup is the cgroup Create gives sandbox id under the current
+// settings: the cgroup of a sandbox whose record is lost. "" when it would
+// have none of its own, or a systemd scope (which systemd removes).
+func (m *Manager) plannedCgroup(id string) string {
+	rootless := m.mapping.Mode != launch.MapHost
+	var parent string
+	if cgroups.IsCgroup2UnifiedMode() {
+		parent = os.Getenv(CgroupParentEnv)
+		if parent == "" && !rootless {
+			parent = "/bothy"
+		}
+	} else {
+		parent = v1CgroupParent(rootless)
+	}
+	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
+		return ""
+	}
+	return parent + "/" + id
+}
+
+// killSandbox kills every process of the sandbox and waits until they are
+// gone: the launcher, if one is still creating it; its PID 1 (bothy's
+// record; for a sandbox whose creator died before it recorded one,
+// libcontainer's, which knows it from the container's start); and every
+// process in its cgroups (an init that never became PID 1, or a PID 1 that
+// nobody recorded). Processes are named by pid and start time, and by
+// membership of the sandbox's own cgroups: nothing else is ever signalled.
+func killSandbox(sb *Sandbox, cgroup string) error {
+	if err := stopProcess(sb.LauncherPid, sb.LauncherStart, 0); err != nil {
+		return fmt.Errorf("kill launcher: %w", err)
+	}
+	pid, start := sb.Pid, sb.PidStart
+	if pid == 0 && sb.Dir != "" {
+		pid, start = libcontainerInit(sb.Dir, sb.ID)
+	}
+	if err := stopProcess(pid, start, 0); err != nil {
+		return fmt.Errorf("kill sandbox init: %w", err)
+	}
+	return killCgroup(sb.ID, cgroup)
+}
+
+// libcontainerInit reads the container's init process (pid and start time)
+// from libcontainer's state in the sandbox directory, which the launcher
+// writes once the container has started; 0 when there is none.
+func libcontainerInit(dir, id string) (int, uint64) {
+	var st struct {
+		Pid   int    `json:"init_process_pid"`
+		Start uint64 `json:"init_process_start"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "libcontainer", id, "state.json"))
+	if err != nil || json.Unmarshal(data, &st) != nil || st.Pid <= 0 {
+		return 0, 0
+	}
+	return st.Pid, st.Start
+}
+
+// cgroupTree lists the sandbox's cgroup directories in every mounted
+// hierarchy, and any cgroup below them, deepest first. Only a path that ends
+// in the sandbox's ID is the sandbox's own; a systemd scope is systemd's to
+// remove.
+func cgroupTree(id, cgroup string) []string {
+	if cgroup == "" || !strings.HasSuffix(cgroup, "/"+id) {
+		return nil
+	}
+	bases := []string{"/sys/fs/cgroup" + cgroup}
+	if entries, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
+		for _, e := range entries {
+			bases = append(bases, filepath.Join("/sys/fs/cgroup", e.Name())+cgroup)
+		}
+	}
+	var dirs []string
+	for _, base := range bases {
+		var st unix.Statfs_t
+		if unix.Statfs(base, &st) != nil || (st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC) {
+			continue
+		}
+		// Sub-cgroups first: a cgroup with children cannot be removed.
+		var tree []string
+		_ = filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				tree = append(tree, path)
+			}
+			return nil
+		})
+		slices.Reverse(tree)
+		dirs = append(dirs, tree...)
+	}
+	return dirs
+}
+
+// killCgroup kills every process in the sandbox's cgroups and waits until
+// they are empty.
+func killCgroup(id, cgroup string) error {
+	dirs := cgroupTree(id, cgroup)
+	if len(dirs) == 0 {
+		return nil
+	}
+	for _, dir := range dirs {
+		// cgroup v2 kills a whole subtree at once.
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		left := 0
+		for _, dir := range dirs {
+			n, err := killCgroupProcs(dir)
+			if err != nil {
+				return err
+			}
+			left += n
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kill processes in cgroup %s: %d survived SIGKILL", cgroup, left)
+		}
+		time.Sleep(delay)
+	}
+}
+
+// killCgroupProcs sends SIGKILL to every process in one cgroup directory and
+// returns how many it found. A process is signalled through a pidfd opened
+// before the cgroup's list is read again: one that left the cgroup, and
+// whose pid was given to another process, is never hit.
+func killCgroupProcs(dir string) (int, error) {
+	pids, err := cgroupProcs(dir)
+	if err != nil || len(pids) == 0 {
+		return 0, err
+	}
+	// A frozen process does not die until it is thawed (cgroup v1 freezer).
+	if state, err := os.ReadFile(filepath.Join(dir, "freezer.state")); err == nil && strings.TrimSpace(string(state)) != "THAWED" {
+		_ = os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0)
+	}
+	fds := map[int]int{}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, pid := range pids {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			fds[pid] = fd
+		}
+	}
+	still, err := cgroupProcs(dir)
+	if err != nil {
+		return 0, err
+	}
+	for _, pid := range still {
+		if fd, ok := fds[pid]; ok {
+			if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+				return 0, fmt.Errorf("kill process %d in cgroup %s: %w", pid, dir, err)
+			}
+		}
+	}
+	return len(still), nil
+}
+
+// cgroupProcs reads the processes in a cgroup directory.
+func cgroupProcs(dir string) ([]int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read %s/cgroup.procs: %w", dir, err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// destroyCgroups removes the sandbox's cgroup directories, in every
+// hierarchy, once its processes are gone (killSandbox). A cgroup whose last
+// process has just died can stay busy for a moment: each removal is retried
+// for a while, killing anything that is (still) in it meanwhile.
+func destroyCgroups(id, cgroup string) error {
+	for _, dir := range cgroupTree(id, cgroup) {
+		err := unix.Rmdir(dir)
+		for delay := time.Millisecond; errors.Is(err, unix.EBUSY) && delay <= time.Second; delay *= 2 {
+			if _, kerr := killCgroupProcs(dir); kerr != nil {
+				return kerr
+			}
+			time.Sleep(delay)
+			err = unix.Rmdir(dir)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// Prune removes every sandbox that is neither running nor being created,
+// whatever step its creation or removal stopped at: exited and dead
+// sandboxes (killing what is left in their cgroups), state directories
+// without a record, upper directories whose state directory is gone, the
+// temporary directories of killed creators, and names of sandboxes that are
+// gone. A sandbox whose lock is held (its creator, or a stop or rm, is at
+// work) or whose launcher lives is left alone. It returns the IDs removed.
+func (m *Manager) Prune(ctx context.Context) ([]string, error) {
+	ids, err := m.paths.ids()
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return removed, ctx.Err()
+		}
+		ok, err := m.pruneOne(id)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			removed = append(removed, id)
+		}
+	}
+	errs = append(errs, m.paths.pruneNewDirs(), m.paths.releaseNames(""))
+	return removed, errors.Join(errs...)
+}
+
+// pruneOne removes sandbox id unless it runs or is being created; it reports
+// whether it did.
+func (m *Manager) pruneOne(id string) (bool, error) {
+	unlock, err := m.paths.tryLock(id)
+	switch {
+	case err == nil:
+		defer unlock()
+	case errors.Is(err, errBusy):
+		return false, nil
+	case errors.Is(err, ErrNotFound):
+		if _, serr := os.Lstat(m.paths.upperRoot(id)); serr != nil {
+			return false, nil // removed meanwhile
+		}
+		// Its state directory is gone: nothing can be working on it.
+	default:
+		return false, err
+	}
+	sb, err := m.paths.readStateLocked(id)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	if sb.Status == StatusRunning || sb.Status == StatusCreating {
+		return false, nil
+	}
+	if err := m.cleanup(id, sb); err != nil {
+		return false, err
+	}
+	return true, nil
+}
