@@ -97,18 +97,55 @@ func (p Paths) names() string { return filepath.Join(p.State, "names") }
 // privateDir): the /tmp fallback (never through a symlink), Data, State and
 // the directories in them.
 func (p Paths) ensure() error {
+	c := dirChecker{}
 	if p.fallback != "" {
-		if err := privateDir(p.fallback, false); err != nil {
+		if err := c.privateDir(p.fallback, false); err != nil {
 			return err
 		}
 	}
-	for _, dir := range []string{p.Data, p.State, p.sandboxes(), p.uppers(), p.names()} {
-		if err := privateDir(dir, true); err != nil {
+	for _, dir := range []string{p.Data, p.State} {
+		if err := c.privateDir(dir, true); err != nil {
+			return err
+		}
+	}
+	for _, dir := range []string{p.sandboxes(), p.uppers(), p.names()} {
+		if err := privateSubdir(dir); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// privateSubdir is privateDir for a directory whose parent privateDir has
+// just accepted (only the caller can change entries there): one Lstat
+// unless it must be created, or is a symlink to follow.
+func privateSubdir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create state directory %s: %w", dir, err)
+		}
+		fi, err = os.Lstat(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("create state directory %s: %w", dir, err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return dirChecker{}.privateDir(dir, true)
+	case !fi.IsDir():
+		return &UnsafeDirError{Dir: dir, Path: dir, UID: ownerOf(fi), Mode: fi.Mode(), Reason: "is not a directory"}
+	case ownerOf(fi) != os.Geteuid():
+		return &UnsafeDirError{Dir: dir, Path: dir, UID: ownerOf(fi), Mode: fi.Mode(), Reason: "is owned by another user"}
+	case fi.Mode().Perm()&0o022 != 0:
+		return &UnsafeDirError{Dir: dir, Path: dir, UID: ownerOf(fi), Mode: fi.Mode(), Reason: "can be written by group or others"}
+	}
+	return nil
+}
+
+// dirChecker remembers the directories privateDir accepted, so that the walks
+// for Data and State do not Lstat their common parents twice.
+type dirChecker map[string]fs.FileInfo
 
 // privateDir makes sure that dir is a directory no other user can change,
 // move or replace, creating it and any missing parent (mode 0700). It walks
@@ -127,7 +164,7 @@ func (p Paths) ensure() error {
 // what mode. Mkdir then Lstat is race-free here: in a sticky directory no
 // other user can remove or rename what the caller created, and anywhere
 // else they cannot write.
-func privateDir(dir string, link bool) error {
+func (c dirChecker) privateDir(dir string, link bool) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("create state directory %s: %w", dir, err)
@@ -136,12 +173,15 @@ func privateDir(dir string, link bool) error {
 	unsafe := func(path string, fi fs.FileInfo, reason string) error {
 		return &UnsafeDirError{Dir: dir, Path: path, UID: ownerOf(fi), Mode: fi.Mode(), Reason: reason}
 	}
-	rootInfo, err := os.Lstat("/")
-	if err != nil {
-		return fmt.Errorf("create state directory %s: %w", dir, err)
-	}
-	if u := ownerOf(rootInfo); u != 0 && u != euid || rootInfo.Mode().Perm()&0o022 != 0 && rootInfo.Mode()&fs.ModeSticky == 0 {
-		return unsafe("/", rootInfo, "can be changed by another user")
+	rootInfo, ok := c["/"]
+	if !ok {
+		if rootInfo, err = os.Lstat("/"); err != nil {
+			return fmt.Errorf("create state directory %s: %w", dir, err)
+		}
+		if u := ownerOf(rootInfo); u != 0 && u != euid || rootInfo.Mode().Perm()&0o022 != 0 && rootInfo.Mode()&fs.ModeSticky == 0 {
+			return unsafe("/", rootInfo, "can be changed by another user")
+		}
+		c["/"] = rootInfo
 	}
 	rest := splitPath(abs)
 	cur, parent, links := "/", rootInfo, 0
@@ -150,6 +190,10 @@ func privateDir(dir string, link bool) error {
 		rest = rest[1:]
 		last := len(rest) == 0
 		next := filepath.Join(cur, name)
+		if fi, ok := c[next]; ok && !last {
+			cur, parent = next, fi // accepted by an earlier walk
+			continue
+		}
 		fi, err := os.Lstat(next)
 		created := false
 		if errors.Is(err, fs.ErrNotExist) {
@@ -203,6 +247,7 @@ func privateDir(dir string, link bool) error {
 				return unsafe(next, fi, "can be written by group or others and is not sticky")
 			}
 		}
+		c[next] = fi
 		cur, parent = next, fi
 	}
 	return nil

@@ -234,6 +234,19 @@ func TestStateDirOtherRoots(t *testing.T) {
 		os.Chmod(p.State, 0o757)
 		checkRefusal(t, p, p.State, "mode 0757")
 	})
+	t.Run("state subdirectory a symlink of another user's", func(t *testing.T) {
+		root := t.TempDir()
+		p := PathsUnder(root)
+		if err := os.MkdirAll(p.State, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		target := t.TempDir()
+		if err := os.Symlink(target, p.names()); err != nil {
+			t.Fatal(err)
+		}
+		uid := chownToOther(t, p.names())
+		checkRefusal(t, p, p.names(), "symlink", "uid "+strconv.Itoa(uid))
+	})
 	t.Run("data directory a symlink of the caller's in a private directory", func(t *testing.T) {
 		fallbackEnv(t)
 		p := mustRootlessPaths(t)
