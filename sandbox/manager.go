@@ -157,7 +157,8 @@ type CreateOptions struct {
 	Volumes []string
 	Tmpfs   []string
 	// Limits are enforced by the sandbox's cgroup; a limit that cannot be
-	// is refused with ErrLimits unless IgnoreLimits.
+	// is refused with ErrLimits unless IgnoreLimits. A PidsLimit of 0 is
+	// DefaultPidsLimit where it can be enforced (see Limits).
 	Limits       Limits
 	IgnoreLimits bool
 	// Security changes the hardening baseline (capabilities, seccomp,
@@ -258,7 +259,8 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
 		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
 		Mounts: mounts,
-		Limits: cgroup.Limits, LimitsIgnored: cgroup.Ignored, Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd,
+		Limits: cgroup.Limits, LimitsIgnored: cgroup.Ignored, LimitsNotEnforced: cgroup.NotEnforced,
+		Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd,
 		Security: opts.Security,
 	}
 	if err := writeState(dir, sb); err != nil {

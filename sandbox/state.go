@@ -61,9 +61,12 @@ type Sandbox struct {
 	// Mounts are the sandbox's volumes and tmpfs mounts.
 	Mounts []Mount `json:"mounts,omitempty"`
 	// Limits are the enforced resource limits; LimitsIgnored says which
-	// were asked for but waived with --ignore-limits, and why.
-	Limits        Limits `json:"limits,omitzero"`
-	LimitsIgnored string `json:"limits_ignored,omitempty"`
+	// were asked for but waived with --ignore-limits, and why;
+	// LimitsNotEnforced which defaults (DefaultPidsLimit) could not be
+	// applied on this host, and why.
+	Limits            Limits `json:"limits,omitzero"`
+	LimitsIgnored     string `json:"limits_ignored,omitempty"`
+	LimitsNotEnforced string `json:"limits_not_enforced,omitempty"`
 	// Cgroup is the sandbox's cgroup path in each hierarchy ("": none of
 	// its own), or a systemd scope when CgroupSystemd.
 	Cgroup        string   `json:"cgroup,omitempty"`

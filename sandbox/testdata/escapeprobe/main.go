@@ -164,6 +164,8 @@ func try(what, arg string) error {
 			c.Close()
 		}
 		return err
+	case "forkbomb":
+		return forkBomb()
 	case "write":
 		return os.WriteFile(arg, []byte("1\n"), 0o644)
 	case "read":
@@ -173,4 +175,33 @@ func try(what, arg string) error {
 	fmt.Fprintln(os.Stderr, "unknown case", what)
 	os.Exit(2)
 	return nil
+}
+
+// forkBomb forks children that sleep until fork fails, then kills and reaps
+// them and returns the error with the number of children it had. The
+// children make raw syscalls only: nothing of the Go runtime runs after a
+// raw fork.
+func forkBomb() error {
+	var pids []int
+	var err error
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		if e != 0 {
+			err = e
+			break
+		}
+		if r == 0 {
+			for {
+				syscall.RawSyscall6(syscall.SYS_PPOLL, 0, 0, 0, 0, 0, 0)
+			}
+		}
+		pids = append(pids, int(r))
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	for range pids {
+		syscall.Wait4(-1, nil, 0, nil)
+	}
+	return fmt.Errorf("%w after %d processes", err, len(pids))
 }
