@@ -9,7 +9,7 @@ TEST_USER  ?= bothy-test
 DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
-              slirp4netns iproute2 hyperfine util-linux curl bzip2
+              slirp4netns iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux
 GOFLAGS_BUILD := -trimpath -tags "$(TAGS)"
 
 export GOFLAGS := -buildvcs=false
