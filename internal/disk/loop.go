@@ -24,9 +24,9 @@ const BytesPerInode = 8192
 // MinImageSize is the smallest image CreateImage makes.
 const MinImageSize = 16 << 20
 
-// mkfsPath finds mkfs.ext4: in PATH, or in the sbin directories a user's
+// MkfsPath finds mkfs.ext4: in PATH, or in the sbin directories a user's
 // PATH often lacks.
-func mkfsPath() (string, error) {
+func MkfsPath() (string, error) {
 	if p, err := exec.LookPath("mkfs.ext4"); err == nil {
 		return p, nil
 	}
@@ -48,7 +48,7 @@ func CreateImage(ctx context.Context, path string, size int64) error {
 	if size < MinImageSize {
 		return fmt.Errorf("create disk image: %d bytes is below the minimum of %d MiB", size, MinImageSize>>20)
 	}
-	mkfs, err := mkfsPath()
+	mkfs, err := MkfsPath()
 	if err != nil {
 		return err
 	}
@@ -130,19 +130,11 @@ func mountImage(path, target, data string) error {
 // and reported. A mount still in use (a process with its working directory
 // in it) is detached lazily: the loop device goes with its last user.
 func UnmountImage(path, target string) (bool, error) {
-	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(target))
-	if err != nil {
-		return false, fmt.Errorf("unmount disk image: %w", err)
+	n, err := mountedAt(path, target)
+	if err != nil || n == 0 {
+		return false, err
 	}
-	if len(mounts) == 0 {
-		return false, nil
-	}
-	for _, m := range mounts {
-		if !strings.HasPrefix(m.Source, "/dev/loop") || !slices.Contains(LoopDevices(path), m.Source) {
-			return false, fmt.Errorf("unmount disk image: %s is mounted on %s, not %s: left alone", m.Source, target, path)
-		}
-	}
-	for range mounts { // mounted twice: both go
+	for range n { // mounted twice: both go
 		err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
 		if errors.Is(err, unix.EBUSY) {
 			err = unix.Unmount(target, unix.UMOUNT_NOFOLLOW|unix.MNT_DETACH)
@@ -152,6 +144,21 @@ func UnmountImage(path, target string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// mountedAt returns how many times the image at path is mounted on target,
+// and an error if anything else is.
+func mountedAt(path, target string) (int, error) {
+	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(target))
+	if err != nil {
+		return 0, fmt.Errorf("find the mounts on %s: %w", target, err)
+	}
+	for _, m := range mounts {
+		if !strings.HasPrefix(m.Source, "/dev/loop") || !slices.Contains(LoopDevices(path), m.Source) {
+			return 0, fmt.Errorf("%s is mounted on %s, not the disk image %s: left alone", m.Source, target, path)
+		}
+	}
+	return len(mounts), nil
 }
 
 // LoopDevices lists the loop devices (/dev/loopN) whose backing file is the
@@ -172,9 +179,12 @@ func LoopDevices(path string) []string {
 	return out
 }
 
-// ImageUsage returns what the filesystem mounted on target uses, as df
-// counts it (its own metadata included), and its size.
-func ImageUsage(target string) (Usage, error) {
+// ImageUsage returns what the filesystem of the image at path, mounted on
+// target, uses, as df counts it (its own metadata included), and its size.
+func ImageUsage(path, target string) (Usage, error) {
+	if n, err := mountedAt(path, target); err != nil || n == 0 {
+		return Usage{}, fmt.Errorf("read disk usage: the disk image %s is not mounted on %s (%v)", path, target, err)
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(target, &st); err != nil {
 		return Usage{}, fmt.Errorf("read disk usage of %s: %w", target, err)

@@ -77,7 +77,7 @@ func TestLoopImage(t *testing.T) {
 	if !errors.Is(err, unix.ENOSPC) || written > 32 || written < 16 {
 		t.Errorf("filling a 32 MiB image: %v after %d MiB", err, written)
 	}
-	u, err := ImageUsage(target)
+	u, err := ImageUsage(img, target)
 	if err != nil || u.Bytes < 16<<20 || u.ByteLimit > 32<<20 || u.InodeLimit != 32<<20/BytesPerInode || u.Inodes == 0 {
 		t.Errorf("usage %+v %v", u, err)
 	}
@@ -114,5 +114,8 @@ func TestLoopImage(t *testing.T) {
 	}
 	if was, err := UnmountImage(img, target); was || err != nil {
 		t.Errorf("second unmount: %v %v", was, err)
+	}
+	if _, err := ImageUsage(img, target); err == nil {
+		t.Error("usage of an image that is not mounted")
 	}
 }

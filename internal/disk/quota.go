@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"unsafe"
 
 	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -196,24 +198,38 @@ func SetProjectLimit(f *os.File, id uint32, bytes, inodes uint64) error {
 	return nil
 }
 
-// DropQuotaBypass removes CAP_SYS_RESOURCE, with which a process exceeds
-// ext4's quotas and reserved blocks, from the calling thread. Overlayfs
-// writes to its upper directory with the credentials of the thread that
-// mounted it: an overlay mounted by a thread without the capability keeps
-// its sandbox's writes under the upper directory's project quota, even
-// when the mounter is root. Capabilities belong to a thread: the caller
-// locks its goroutine to the thread and never unlocks it, so that the
-// thread ends with the goroutine and nothing else runs on it.
-func DropQuotaBypass() error {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("drop CAP_SYS_RESOURCE: %w", err)
+// DenyProjectChanges changes the seccomp profile p so that the ioctls that
+// move a file out of its project (IoctlFSSetXAttr, IoctlSetFlags,
+// IoctlSetFlags32) fail with EACCES, whatever the upper 32 bits of the
+// request (the kernel ignores them), and every other ioctl is treated as
+// before. libseccomp lets a rule without conditions win over every rule
+// with some for the same syscall, and drops a rule whose action is the
+// default's: so the denial is EACCES (the default is EPERM), and an
+// unconditional rule for ioctl becomes two that together match every
+// request (its lowest bit clear, or set), over which the more specific
+// denials take precedence (TestDiskQuotaSeccomp checks it on the compiled
+// program).
+func DenyProjectChanges(p *specs.LinuxSeccomp) {
+	var split []specs.LinuxSyscall
+	for i, r := range p.Syscalls {
+		if len(r.Args) > 0 || !slices.Contains(r.Names, "ioctl") {
+			continue
+		}
+		p.Syscalls[i].Names = slices.DeleteFunc(slices.Clone(r.Names), func(n string) bool { return n == "ioctl" })
+		for bit := range uint64(2) {
+			half := r
+			half.Names = []string{"ioctl"}
+			half.Args = []specs.LinuxSeccompArg{{Index: 1, Value: 1, ValueTwo: bit, Op: specs.OpMaskedEqual}}
+			split = append(split, half)
+		}
 	}
-	data[0].Effective &^= 1 << unix.CAP_SYS_RESOURCE
-	data[0].Permitted &^= 1 << unix.CAP_SYS_RESOURCE
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("drop CAP_SYS_RESOURCE: %w", err)
+	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(r specs.LinuxSyscall) bool { return len(r.Names) == 0 })
+	p.Syscalls = append(p.Syscalls, split...)
+	eacces := uint(unix.EACCES)
+	for _, req := range []uint64{IoctlFSSetXAttr, IoctlSetFlags, IoctlSetFlags32} {
+		p.Syscalls = append(p.Syscalls, specs.LinuxSyscall{
+			Names: []string{"ioctl"}, Action: specs.ActErrno, ErrnoRet: &eacces,
+			Args: []specs.LinuxSeccompArg{{Index: 1, Value: 0xffffffff, ValueTwo: req, Op: specs.OpMaskedEqual}},
+		})
 	}
-	return nil
 }

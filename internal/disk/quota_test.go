@@ -3,9 +3,11 @@ package disk
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"testing"
 	"unsafe"
@@ -16,11 +18,12 @@ import (
 // TestProjectQuota sets a project quota on a real ext4 filesystem made with
 // project quotas and mounted with prjquota, and checks what bothy relies on:
 // writes and file creations past the limit fail with EDQUOT; ext4 lets a
-// process with CAP_SYS_RESOURCE past the limit, but not one without it
-// (DropQuotaBypass), nor an overlay such a thread mounted, whoever writes
-// through it; through that overlay, root can still move a file out of the
-// project with FS_IOC_FSSETXATTR (which is why package sandbox denies it
-// with seccomp). Unprivileged, the filesystem's support is visible and a
+// process with CAP_SYS_RESOURCE past the limit, but overlayfs does not let
+// root's writes through it go past, but for writes through a shared mapping
+// by a process with the capability (package sandbox gives a sandbox under
+// a quota none); through the overlay, root can move a file out of the
+// project with FS_IOC_FSSETXATTR (which package sandbox denies with
+// seccomp). Unprivileged, the filesystem's support is visible and a
 // user may tag its own directory, but setting or reading a limit is refused
 // (EPERM): a rootless bothy cannot use project quotas.
 func TestProjectQuota(t *testing.T) {
@@ -33,19 +36,57 @@ func TestProjectQuota(t *testing.T) {
 	})
 }
 
-// capless runs fn on a thread of its own without CAP_SYS_RESOURCE; the
-// thread ends with it.
+// capless runs fn on a thread of its own without CAP_SYS_RESOURCE (with
+// which ext4 lets a process past quotas); the thread ends with it.
+// Capabilities belong to a thread, and this one is never unlocked.
 func capless(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread goes with us
-		if err := DropQuotaBypass(); err != nil {
+		runtime.LockOSThread()
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		err := unix.Capget(&hdr, &data[0])
+		data[0].Effective &^= 1 << unix.CAP_SYS_RESOURCE
+		data[0].Permitted &^= 1 << unix.CAP_SYS_RESOURCE
+		if err == nil {
+			err = unix.Capset(&hdr, &data[0])
+		}
+		if err != nil {
 			errc <- err
 			return
 		}
 		errc <- fn()
 	}()
 	return <-errc
+}
+
+// mmapFill makes path size bytes long and writes every page of it through a
+// shared mapping: blocks are allocated, and quotas charged, as the pages
+// fault, with the credentials of the writer.
+func mmapFill(path string, size int) (err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(size)); err != nil {
+		return err
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(b)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fault writing the mapping (SIGBUS): %v", r)
+		}
+	}()
+	for i := 0; i < size; i += os.Getpagesize() {
+		b[i] = 1
+	}
+	return unix.Msync(b, unix.MS_SYNC)
 }
 
 // fill writes up to n MiB to path and returns how many it wrote and the
@@ -131,9 +172,12 @@ func projectQuotaRoot(t *testing.T, dir string) {
 		t.Errorf("creating 100 files under a 64-inode quota: %v", err)
 	}
 
-	// An overlay whose upper directory is in the project, mounted by a
-	// thread without CAP_SYS_RESOURCE: root's writes through it stop at the
-	// limit, copy-ups included.
+	// An overlay whose upper directory is in the project, mounted by root:
+	// root's writes through it stop at the limit, copy-ups included
+	// (overlayfs drops CAP_SYS_RESOURCE from the credentials it writes
+	// with), but not a process with CAP_SYS_RESOURCE that writes through a
+	// shared mapping (its page faults allocate the blocks, as itself): a
+	// sandbox under a project quota must not have the capability.
 	if err := SetProjectLimit(root, id, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +193,7 @@ func projectQuotaRoot(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
-	if err := capless(func() error { return unix.Mount("overlay", merged, "overlay", 0, opts) }); err != nil {
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
 		t.Fatalf("mount overlay: %v", err)
 	}
 	defer unix.Unmount(merged, unix.MNT_DETACH)
@@ -160,7 +204,23 @@ func projectQuotaRoot(t *testing.T, dir string) {
 	if n, err := fill(filepath.Join(merged, "new"), 8); !errors.Is(err, unix.EDQUOT) || n > 4 {
 		t.Errorf("root writing 8 MiB through the overlay: %v after %d MiB", err, n)
 	} else {
-		t.Logf("root through an overlay mounted without CAP_SYS_RESOURCE: %v after %d MiB", err, n)
+		t.Logf("root through the overlay: %v after %d MiB", err, n)
+	}
+	os.Remove(filepath.Join(merged, "new"))
+	if err := mmapFill(filepath.Join(merged, "mapped"), 8<<20); err != nil {
+		t.Errorf("root with CAP_SYS_RESOURCE writing 8 MiB through a mapping: %v (ext4 used to let it through)", err)
+	} else {
+		t.Log("root with CAP_SYS_RESOURCE wrote 8 MiB through a mapping under a 4 MiB quota")
+	}
+	os.Remove(filepath.Join(merged, "mapped"))
+	if err := capless(func() error { return mmapFill(filepath.Join(merged, "mapped"), 8<<20) }); err == nil {
+		t.Error("a process without CAP_SYS_RESOURCE wrote 8 MiB through a mapping under a 4 MiB quota")
+	} else {
+		t.Logf("without CAP_SYS_RESOURCE, through a mapping: %v", err)
+	}
+	os.Remove(filepath.Join(merged, "mapped"))
+	if n, err := fill(filepath.Join(merged, "new"), 3); err != nil {
+		t.Fatalf("writing 3 MiB through the overlay again: %v after %d MiB", err, n)
 	}
 	// Root moves a file out of the project through the overlay, then
 	// writes past the limit: the escape seccomp closes in bothy's
