@@ -37,6 +37,9 @@ type Limits struct {
 	PidsLimit int64 `json:"pids_limit,omitempty"`
 	// CPUs is the CPU bandwidth in cores (1.5: one and a half cores).
 	CPUs float64 `json:"cpus,omitempty"`
+	// Disk caps, in bytes, what the sandbox writes to its root filesystem
+	// and overlay volumes (see DiskLimit); it needs root.
+	Disk int64 `json:"disk,omitempty"`
 }
 
 // DefaultPidsLimit is the pids limit of a sandbox that asks for none
@@ -97,6 +100,10 @@ func (l Limits) validate() error {
 		return fmt.Errorf("invalid --cpus %v: must be a positive number of cores", l.CPUs)
 	case l.CPUs > 0 && l.CPUs*cpuPeriod < 1000:
 		return fmt.Errorf("invalid --cpus %v: the minimum is 0.01", l.CPUs)
+	case l.Disk < 0:
+		return fmt.Errorf("invalid --disk %d: must be positive", l.Disk)
+	case l.Disk > 0 && l.Disk < minDisk:
+		return fmt.Errorf("invalid --disk %s: the minimum is %s", units.BytesSize(float64(l.Disk)), units.BytesSize(minDisk))
 	}
 	return nil
 }

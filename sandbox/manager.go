@@ -224,6 +224,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	diskMode, diskIgnored, err := m.planDisk(opts.Limits, opts.Security, opts.IgnoreLimits)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Name != "" {
 		if err := m.paths.reserveName(opts.Name, id); err != nil {
 			return nil, err
@@ -237,10 +241,45 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		}
 	}()
 	for _, d := range []string{dir, filepath.Join(dir, socketDir), filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
-		filepath.Join(upperRoot, "work")} {
+		upperRoot} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create sandbox directory: %w", err)
 		}
+	}
+	imageName := opts.Image
+	if imageName == "" {
+		imageName = DefaultImage
+	}
+	limits := cgroup.Limits
+	limits.Disk = 0
+	sb = &Sandbox{
+		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
+		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
+		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
+		Limits: limits, LimitsIgnored: joinNonEmpty("; ", cgroup.Ignored, diskIgnored), LimitsNotEnforced: cgroup.NotEnforced,
+		Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd,
+		Security: opts.Security,
+	}
+	// From here on the record says the sandbox is being created by this
+	// process: if it dies (kill -9), the sandbox is "exited" and rm and
+	// prune find and remove what it made (the disk limit's image mount or
+	// quota among them).
+	if start, _, err := procStart(os.Getpid()); err == nil {
+		sb.CreatorPid, sb.CreatorStart = os.Getpid(), start
+	}
+	if err := writeState(dir, sb); err != nil {
+		return nil, err
+	}
+	// The disk limit goes on the upper root before anything is written in
+	// it: the overlays' upper and work directories are all below it.
+	if diskMode != "" {
+		if sb.Disk, err = m.setupDisk(ctx, id, upperRoot, diskMode, opts.Limits.Disk); err != nil {
+			return nil, err
+		}
+		sb.Limits.Disk = opts.Limits.Disk
+	}
+	if err := os.Mkdir(filepath.Join(upperRoot, "work"), 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	// The upper directory's mode is the mode of / in the sandbox.
 	if err := os.Mkdir(filepath.Join(upperRoot, "upper"), 0o755); err != nil {
@@ -250,19 +289,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
-	imageName := opts.Image
-	if imageName == "" {
-		imageName = DefaultImage
-	}
-	sb = &Sandbox{
-		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
-		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
-		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
-		Mounts: mounts,
-		Limits: cgroup.Limits, LimitsIgnored: cgroup.Ignored, LimitsNotEnforced: cgroup.NotEnforced,
-		Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd,
-		Security: opts.Security,
-	}
+	sb.Mounts = mounts
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
 	}
@@ -309,7 +336,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		SocketDir: filepath.Join(dir, socketDir), EtcDir: filepath.Join(dir, "etc"), Args: args,
 		Mounts: m.specMounts(id, mounts),
-		Cgroup: cgroup, Security: opts.Security,
+		Cgroup: cgroup, Security: opts.Security, DiskQuota: diskMode == DiskQuota,
 	})
 	if err != nil {
 		return nil, err
@@ -329,6 +356,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	sb.Pid, sb.PidStart = pid, start
 	sb.LauncherPid, sb.LauncherStart = 0, 0
+	sb.CreatorPid, sb.CreatorStart = 0, 0
 	if err := writeState(dir, sb); err != nil {
 		return nil, err
 	}
@@ -595,8 +623,10 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 	return m.cleanup(id, sb.Name, sb.IDMap)
 }
 
-// cleanup removes what a sandbox left: its cgroup, its directories, its name.
-// Each step runs even when an earlier one failed.
+// cleanup removes what a sandbox left: its cgroup, its disk limit's mount or
+// quota, its directories, its name. Each step runs even when an earlier one
+// failed, but for the directories, which stay while the disk limit's mount
+// does.
 func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
 	dir := m.paths.dir(id)
 	var errs []error
@@ -608,6 +638,13 @@ func (m *Manager) cleanup(id, name string, mapping launch.Mapping) error {
 	}
 	if cgroup != "" {
 		errs = append(errs, destroyCgroups(id, cgroup))
+	}
+	// The disk limit's image mount or project quota (removeDisk finds them
+	// from the ID alone, whatever step a creation was killed at). The upper
+	// root is the image's mount point: while that is mounted, nothing
+	// more is removed, so that rm can be run again.
+	if err := m.removeDisk(id); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id[:12], errors.Join(append(errs, err)...))
 	}
 	// Files the sandbox wrote may belong to subordinate ids: removed from
 	// inside a namespace with the same mapping.
@@ -692,4 +729,9 @@ func writeEtc(dir string, files map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// joinNonEmpty joins the non-empty strings with sep.
+func joinNonEmpty(sep string, list ...string) string {
+	return strings.Join(slices.DeleteFunc(list, func(s string) bool { return s == "" }), sep)
 }

@@ -67,6 +67,8 @@ type Sandbox struct {
 	Limits            Limits `json:"limits,omitzero"`
 	LimitsIgnored     string `json:"limits_ignored,omitempty"`
 	LimitsNotEnforced string `json:"limits_not_enforced,omitempty"`
+	// Disk is how Limits.Disk is enforced.
+	Disk *DiskLimit `json:"disk,omitempty"`
 	// Cgroup is the sandbox's cgroup path in each hierarchy ("": none of
 	// its own), or a systemd scope when CgroupSystemd.
 	Cgroup        string   `json:"cgroup,omitempty"`
@@ -84,7 +86,14 @@ type Sandbox struct {
 	// LauncherPid is the launcher that is still creating the sandbox.
 	LauncherPid   int    `json:"launcher_pid,omitempty"`
 	LauncherStart uint64 `json:"launcher_start,omitempty"`
-	// Usage is read from the cgroup by Manager.Inspect only.
+	// CreatorPid is the process that is still creating the sandbox (the one
+	// that called Manager.Create): while it lives, the sandbox is
+	// "creating"; rm -f does not stop it (it may be a long-lived program),
+	// only the launcher.
+	CreatorPid   int    `json:"creator_pid,omitempty"`
+	CreatorStart uint64 `json:"creator_start,omitempty"`
+	// Usage is read from the cgroup (and the disk limit) by
+	// Manager.Inspect only.
 	Usage *Usage `json:"usage,omitempty"`
 }
 
@@ -166,7 +175,7 @@ func (p Paths) readState(id string) (*Sandbox, error) {
 	switch {
 	case alive(s.Pid, s.PidStart):
 		s.Status = StatusRunning
-	case s.Pid == 0 && alive(s.LauncherPid, s.LauncherStart):
+	case s.Pid == 0 && (alive(s.LauncherPid, s.LauncherStart) || alive(s.CreatorPid, s.CreatorStart)):
 		s.Status = StatusCreating
 	default:
 		s.Status = StatusExited

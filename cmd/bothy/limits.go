@@ -18,6 +18,7 @@ func addLimitFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) {
 	f.Var(&bytesValue{&opts.Limits.MemorySwap, true}, "memory-swap", "memory plus swap limit (e.g. 1g); -1: unlimited swap")
 	f.Var(&pidsValue{&opts.Limits.PidsLimit}, "pids-limit", fmt.Sprintf("maximum number of processes and threads (default %d where the pids cgroup controller is available; 0: no limit)", sandbox.DefaultPidsLimit))
 	f.Var(&cpusValue{&opts.Limits.CPUs}, "cpus", "CPU bandwidth in cores (e.g. 0.5, 2)")
+	f.Var(&bytesValue{&opts.Limits.Disk, false}, "disk", "cap what the sandbox writes to its root filesystem and overlay volumes (e.g. 1g; root only)")
 	f.BoolVar(&opts.IgnoreLimits, "ignore-limits", false, "start even when a limit cannot be enforced on this host (the limit is dropped, and inspect says why)")
 	f.StringSliceVar(&opts.Security.CapAdd, "cap-add", nil, "add a capability (e.g. NET_ADMIN, or ALL)")
 	f.StringSliceVar(&opts.Security.CapDrop, "cap-drop", nil, "drop a capability (e.g. CHOWN, or ALL)")

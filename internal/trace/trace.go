@@ -3,13 +3,15 @@
 //
 // Every process of one start counts from the same origin: the first traced
 // process's package initialisation, handed to the processes it starts in
-// BOTHY_TRACE_T0 (nanoseconds since the Unix epoch).
+// BOTHY_TRACE_T0 (nanoseconds since the Unix epoch). BOTHY_TRACE_STOP="who:
+// what" stops the process that reaches that mark.
 package trace
 
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -35,9 +37,17 @@ func origin() time.Time {
 // Enabled reports whether tracing is on.
 func Enabled() bool { return enabled }
 
+// stopAt is the mark at which the process stops itself (SIGSTOP) when
+// BOTHY_TRACE_STOP names it, as "who: what": for looking at a start half
+// way, and for tests that kill a creation at a given step.
+var stopAt = os.Getenv("BOTHY_TRACE_STOP")
+
 // Mark prints the time since the origin.
 func Mark(who, what string) {
 	if enabled {
 		fmt.Fprintf(os.Stderr, "trace %-8s %7.2f ms  %s\n", who, float64(time.Since(start).Microseconds())/1000, what)
+		if stopAt != "" && stopAt == who+": "+what {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		}
 	}
 }

@@ -166,6 +166,8 @@ func try(what, arg string) error {
 		return err
 	case "forkbomb":
 		return forkBomb()
+	case "project":
+		return leaveProject(arg)
 	case "write":
 		return os.WriteFile(arg, []byte("1\n"), 0o644)
 	case "read":
@@ -204,4 +206,34 @@ func forkBomb() error {
 		syscall.Wait4(-1, nil, 0, nil)
 	}
 	return fmt.Errorf("%w after %d processes", err, len(pids))
+}
+
+// leaveProject tries to move the file or directory path out of its project
+// quota: its project id to 0 (FS_IOC_FSSETXATTR), and the inheritance of it
+// off (FS_IOC_SETFLAGS). It returns nil if either worked.
+func leaveProject(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var fa struct {
+		xflags, extsize, nextents, projid, cowextsize uint32
+		pad                                           [8]byte
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), 0x801c581f, uintptr(unsafe.Pointer(&fa))); e != 0 {
+		return fmt.Errorf("FS_IOC_FSGETXATTR: %w", e)
+	}
+	fa.projid = 0
+	fa.xflags &^= 0x200 // FS_XFLAG_PROJINHERIT
+	_, _, e1 := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), 0x401c5820, uintptr(unsafe.Pointer(&fa)))
+	if e1 == 0 {
+		return nil
+	}
+	var flags uint64
+	_, _, e2 := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), 0x40086602, uintptr(unsafe.Pointer(&flags))) // FS_IOC_SETFLAGS, all off
+	if e2 == 0 {
+		return nil
+	}
+	return fmt.Errorf("FS_IOC_FSSETXATTR: %v; FS_IOC_SETFLAGS: %v", e1, e2)
 }
