@@ -187,8 +187,9 @@ func TestDiskLimit(t *testing.T) {
 }
 
 // TestDiskLimitKilled kills (SIGKILL) a process creating a sandbox with a
-// disk limit at each step of it, and checks that prune, or rm -f, removes
-// the image's mount, its loop device and the image. Unprivileged, --disk is
+// disk limit at each step of it, and a running sandbox's PID 1, and checks
+// that prune, or rm -f, removes the image's mount, its loop device and the
+// image. Unprivileged, --disk is
 // refused before anything is made (TestDiskLimit).
 func TestDiskLimitKilled(t *testing.T) {
 	if os.Getuid() != 0 {
@@ -251,6 +252,22 @@ func TestDiskLimitKilled(t *testing.T) {
 			checkDiskGone(t, m, id)
 		})
 	}
+	// A running sandbox whose PID 1 is killed: prune removes it all.
+	t.Run("sandbox-killed", func(t *testing.T) {
+		sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Limits: sandbox.Limits{Disk: 32 << 20}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, sb, "echo data > /file")
+		syscall.Kill(sb.Pid, syscall.SIGKILL)
+		if !eventually(func() bool { got, err := m.Get(context.Background(), sb.ID); return err == nil && got.Status == sandbox.StatusExited }) {
+			t.Fatal("the killed sandbox never exited")
+		}
+		if removed, err := m.Prune(context.Background()); err != nil || len(removed) != 1 {
+			t.Fatalf("prune: %v %v", removed, err)
+		}
+		checkDiskGone(t, m, sb.ID)
+	})
 }
 
 // probeEnv passes the escape probe, built on the host, to TestDiskQuota in
