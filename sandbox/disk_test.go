@@ -260,7 +260,10 @@ func TestDiskLimitKilled(t *testing.T) {
 		}
 		run(t, sb, "echo data > /file")
 		syscall.Kill(sb.Pid, syscall.SIGKILL)
-		if !eventually(func() bool { got, err := m.Get(context.Background(), sb.ID); return err == nil && got.Status == sandbox.StatusExited }) {
+		if !eventually(func() bool {
+			got, err := m.Get(context.Background(), sb.ID)
+			return err == nil && got.Status == sandbox.StatusExited
+		}) {
 			t.Fatal("the killed sandbox never exited")
 		}
 		if removed, err := m.Prune(context.Background()); err != nil || len(removed) != 1 {
