@@ -9,7 +9,7 @@ TEST_USER  ?= bothy-test
 DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
-              slirp4netns iproute2 hyperfine util-linux curl bzip2
+              slirp4netns iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux
 # What only `make bench` needs: Debian's podman (with conmon and the CNI
 # plugins) for the rows that compare bothy with what a user would otherwise run.
 BENCH_PACKAGES := podman

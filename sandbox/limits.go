@@ -20,7 +20,7 @@ import (
 )
 
 // Limits are a sandbox's resource limits, enforced by its cgroup. Zero
-// means no limit.
+// means no limit, but for PidsLimit.
 type Limits struct {
 	// Memory is the memory limit in bytes (RAM and page cache).
 	Memory int64 `json:"memory,omitempty"`
@@ -29,14 +29,31 @@ type Limits struct {
 	// too unless the kernel accounts swap, when Docker's default (twice
 	// Memory) applies. It needs Memory.
 	MemorySwap int64 `json:"memory_swap,omitempty"`
-	// PidsLimit caps the number of processes and threads.
+	// PidsLimit caps the number of processes and threads. Asked for in
+	// CreateOptions, 0 means DefaultPidsLimit, applied wherever the pids
+	// cgroup controller is available to the caller (and skipped with a
+	// reason where it is not, see Sandbox.LimitsNotEnforced), and -1 means
+	// no limit. In a sandbox's record it is the limit in force, 0 for none.
 	PidsLimit int64 `json:"pids_limit,omitempty"`
 	// CPUs is the CPU bandwidth in cores (1.5: one and a half cores).
 	CPUs float64 `json:"cpus,omitempty"`
+	// Disk caps, in bytes, what the sandbox writes to its root filesystem
+	// and overlay volumes (see DiskLimit); it needs root.
+	Disk int64 `json:"disk,omitempty"`
 }
+
+// DefaultPidsLimit is the pids limit of a sandbox that asks for none
+// (podman's default is 2048): a fork bomb stops there instead of
+// exhausting the host's pid space. The executor's own threads count
+// against it.
+const DefaultPidsLimit = 4096
 
 // IsZero reports whether no limit is set.
 func (l Limits) IsZero() bool { return l == Limits{} }
+
+// needsCgroup reports whether a limit was asked for that only a cgroup of
+// the sandbox's own can enforce (defaults aside).
+func (l Limits) needsCgroup() bool { return l.Memory > 0 || l.PidsLimit > 0 || l.CPUs > 0 }
 
 // ParseBytes reads a size as Docker's --memory does: a number with an
 // optional b, k, m or g suffix (binary units); "-1" is returned as -1.
@@ -77,12 +94,16 @@ func (l Limits) validate() error {
 			units.BytesSize(float64(l.MemorySwap)), units.BytesSize(float64(l.Memory)))
 	case l.MemorySwap < -1:
 		return fmt.Errorf("invalid --memory-swap %d: give a size, or -1 for unlimited swap", l.MemorySwap)
-	case l.PidsLimit < 0:
-		return fmt.Errorf("invalid --pids-limit %d: must be positive", l.PidsLimit)
+	case l.PidsLimit < -1:
+		return fmt.Errorf("invalid --pids-limit %d: give a positive number, or 0 for no limit", l.PidsLimit)
 	case l.CPUs < 0 || math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0):
 		return fmt.Errorf("invalid --cpus %v: must be a positive number of cores", l.CPUs)
 	case l.CPUs > 0 && l.CPUs*cpuPeriod < 1000:
 		return fmt.Errorf("invalid --cpus %v: the minimum is 0.01", l.CPUs)
+	case l.Disk < 0:
+		return fmt.Errorf("invalid --disk %d: must be positive", l.Disk)
+	case l.Disk > 0 && l.Disk < minDisk:
+		return fmt.Errorf("invalid --disk %s: the minimum is %s", units.BytesSize(float64(l.Disk)), units.BytesSize(minDisk))
 	}
 	return nil
 }
@@ -148,6 +169,9 @@ type cgroupPlan struct {
 	Limits Limits
 	// Ignored names the limits waived and why.
 	Ignored string
+	// NotEnforced names the defaults (DefaultPidsLimit) that could not be
+	// applied, and why: they never refuse a sandbox.
+	NotEnforced string
 }
 
 // hierarchy is one mounted cgroup hierarchy.
@@ -210,9 +234,16 @@ func v1Mount(hs []hierarchy, controller string) string {
 // planCgroup decides the sandbox's cgroup and checks that every limit asked
 // for can be enforced there. ignore runs without the limits that cannot be
 // (the returned plan's Missing then says which and why).
+//
+// A PidsLimit of 0 asks for DefaultPidsLimit: applied where the plan's
+// cgroup has the pids controller, and otherwise skipped with the reason in
+// the plan's NotEnforced, never refused, so that a rootless caller without a
+// delegated cgroup can still start sandboxes; -1 asks for no pids limit.
 func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
+	defaultPids := l.PidsLimit == 0
+	l.PidsLimit = max(l.PidsLimit, 0)
 	if cgroups.IsCgroup2UnifiedMode() {
-		return planCgroupV2(id, rootless, l, ignore)
+		return planCgroupV2(id, rootless, l, ignore, defaultPids)
 	}
 	hs, err := cgroupHierarchies()
 	if err != nil {
@@ -256,13 +287,30 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 			}
 			why := fmt.Sprintf("no cgroup is delegated to uid %d (%s missing or not writable); as root, run %s",
 				os.Getuid(), what, delegateCommand(parent))
-			if !l.IsZero() {
+			if l.needsCgroup() {
 				problems = append(problems, why)
 			}
 			plan.Path, plan.Missing, l = "", why, Limits{}
 		}
 	}
+	if defaultPids {
+		plan.defaultPids(&l, v1Mount(hs, "pids") != "", "the pids cgroup controller is not mounted")
+	}
 	return plan.finish(l, problems, ignore)
+}
+
+// defaultPids sets DefaultPidsLimit in l when the plan has a cgroup and it
+// has the pids controller (has), and otherwise says in NotEnforced why not
+// (why: why it has not).
+func (p *cgroupPlan) defaultPids(l *Limits, has bool, why string) {
+	switch {
+	case p.Path == "":
+		why = p.Missing
+	case has:
+		l.PidsLimit = DefaultPidsLimit
+		return
+	}
+	p.NotEnforced = fmt.Sprintf("the default pids limit (%d) is not enforced: %s", DefaultPidsLimit, why)
 }
 
 // v1CgroupParent is the cgroup (relative to each hierarchy's root) that a

@@ -29,13 +29,15 @@ func TestParseLimits(t *testing.T) {
 		}
 	}
 	for _, bad := range []Limits{{Memory: 1 << 20}, {MemorySwap: 1 << 30}, {Memory: 64 << 20, MemorySwap: 32 << 20},
-		{PidsLimit: -1}, {CPUs: 0.001}, {Memory: 64 << 20, MemorySwap: -2}} {
+		{PidsLimit: -2}, {CPUs: 0.001}, {Memory: 64 << 20, MemorySwap: -2}} {
 		if err := bad.validate(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
-	if err := (Limits{Memory: 64 << 20, MemorySwap: -1, PidsLimit: 10, CPUs: 0.25}).validate(); err != nil {
-		t.Error(err)
+	for _, good := range []Limits{{Memory: 64 << 20, MemorySwap: -1, PidsLimit: 10, CPUs: 0.25}, {PidsLimit: -1}} {
+		if err := good.validate(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
@@ -109,6 +111,17 @@ func TestPlanCgroupUndelegated(t *testing.T) {
 	plan, err = planCgroup("abc", true, Limits{}, false)
 	if err != nil || plan.Path != "" || plan.Missing == "" || plan.Ignored != "" {
 		t.Fatalf("no limits: %+v %v", plan, err)
+	}
+	// The default pids limit cannot be enforced there: the sandbox starts,
+	// and the plan says why it has no limit.
+	if !plan.Limits.IsZero() || !strings.Contains(plan.NotEnforced, "default pids limit (4096) is not enforced") ||
+		!strings.Contains(plan.NotEnforced, "mkdir -p") {
+		t.Errorf("default pids limit without a cgroup: limits %+v, not enforced %q", plan.Limits, plan.NotEnforced)
+	}
+	// -1, no pids limit, asks for nothing.
+	plan, err = planCgroup("abc", true, Limits{PidsLimit: -1}, false)
+	if err != nil || plan.Path != "" || plan.NotEnforced != "" || !plan.Limits.IsZero() {
+		t.Errorf("--pids-limit 0: %+v %v", plan, err)
 	}
 	t.Setenv(CgroupParentEnv, "relative/path")
 	if _, err := planCgroup("abc", true, Limits{}, false); err == nil {

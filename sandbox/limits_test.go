@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,9 +117,79 @@ func TestLimitsRefused(t *testing.T) {
 	if _, err := m.Stats(context.Background(), []string{sb.ID}, 0); !errors.Is(err, sandbox.ErrNoCgroup) {
 		t.Errorf("stats without a cgroup: %v", err)
 	}
-	// No limit asked for: no cgroup needed, no refusal.
-	if _, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox"}); err != nil {
+	// No limit asked for: no cgroup needed, no refusal. The default pids
+	// limit cannot be enforced: the record says so and why.
+	def, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if def.Cgroup != "" || def.Limits.PidsLimit != 0 || def.LimitsIgnored != "" ||
+		!strings.Contains(def.LimitsNotEnforced, "default pids limit (4096) is not enforced: no cgroup is delegated") {
+		t.Errorf("default limits without a cgroup: cgroup %q, limits %+v, ignored %q, not enforced %q",
+			def.Cgroup, def.Limits, def.LimitsIgnored, def.LimitsNotEnforced)
+	}
+	if got, err := m.Inspect(context.Background(), def.ID); err != nil || got.LimitsNotEnforced != def.LimitsNotEnforced {
+		t.Errorf("inspect: %v %+v", err, got)
+	}
+	// An explicit pids limit is still refused; --pids-limit 0 needs nothing.
+	_, err = m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Limits: sandbox.Limits{PidsLimit: 100}})
+	if !errors.Is(err, sandbox.ErrLimits) || !strings.Contains(err.Error(), "no cgroup is delegated") {
+		t.Errorf("explicit --pids-limit without a cgroup: %v", err)
+	}
+	unl, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Limits: sandbox.Limits{PidsLimit: -1}})
+	if err != nil || unl.LimitsNotEnforced != "" || unl.Cgroup != "" {
+		t.Errorf("--pids-limit 0 without a cgroup: %v %+v", err, unl)
+	}
+}
+
+// TestDefaultPidsLimit: a sandbox that asks for no pids limit gets
+// DefaultPidsLimit in its cgroup (read from the host) and a fork bomb stops
+// there, leaving the sandbox usable; -1 (the CLI's --pids-limit 0) is no
+// limit.
+func TestDefaultPidsLimit(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Cgroup == "" && os.Getuid() != 0 {
+		t.Skipf("requires a cgroup delegated to uid %d (make test-rootless creates it as root; see docs/operator.md): %s", os.Getuid(), sb.LimitsNotEnforced)
+	}
+	if sb.Limits.PidsLimit != sandbox.DefaultPidsLimit || sb.LimitsNotEnforced != "" {
+		t.Fatalf("record: limits %+v, not enforced %q", sb.Limits, sb.LimitsNotEnforced)
+	}
+	if got := hostCgroupFile(t, sb, "pids", "pids.max"); got != "4096" {
+		t.Fatalf("host pids.max = %s, want 4096", got)
+	}
+	// A bomb that forks (without exec: the shell's fork and exec would take
+	// minutes on a loaded machine) until fork fails, then kills its
+	// children. The timeout is only a safety net.
+	installProbe(t, sb, buildProbe(t))
+	res := runIn(t, sb, api.RunRequest{Argv: []string{"/probe", "forkbomb"}, Timeout: 600})
+	var n int
+	if _, err := fmt.Sscanf(res.Stdout, "blocked: resource temporarily unavailable after %d processes", &n); err != nil ||
+		n > sandbox.DefaultPidsLimit || n < sandbox.DefaultPidsLimit-64 {
+		t.Errorf("fork bomb: %q %q (exit %d), want EAGAIN after nearly %d processes", res.Stdout, res.Stderr, res.ExitCode, sandbox.DefaultPidsLimit)
+	}
+	events := hostCgroupFile(t, sb, "pids", "pids.events")
+	if n, err := strconv.Atoi(strings.TrimPrefix(events, "max ")); err != nil || n == 0 {
+		t.Errorf("pids.events %q: the bomb never hit the limit", events)
+	}
+	if n, _ := strconv.Atoi(hostCgroupFile(t, sb, "pids", "pids.current")); n > sandbox.DefaultPidsLimit {
+		t.Errorf("pids.current %d over the limit", n)
+	}
+	if got := run(t, sb, "echo usable"); got != "usable" {
+		t.Fatalf("sandbox after the bomb: %q", got)
+	}
+
+	// -1: no pids limit.
+	unl, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", Limits: sandbox.Limits{PidsLimit: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hostCgroupFile(t, unl, "pids", "pids.max"); got != "max" || unl.Limits.PidsLimit != 0 || unl.LimitsNotEnforced != "" {
+		t.Errorf("no pids limit: host pids.max %s, record %+v %q", got, unl.Limits, unl.LimitsNotEnforced)
 	}
 }
 

@@ -32,7 +32,10 @@ const unifiedMount = "/sys/fs/cgroup"
 // Each controller a limit needs must be listed in the parent's
 // cgroup.controllers (cgroupfs driver), else the sandbox is refused (unless
 // ignore); with systemd, libcontainer refuses what systemd cannot delegate.
-func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
+//
+// defaultPids: no pids limit was asked for, and DefaultPidsLimit applies
+// where the pids controller is available (see planCgroup).
+func planCgroupV2(id string, rootless bool, l Limits, ignore bool, defaultPids bool) (cgroupPlan, error) {
 	plan := cgroupPlan{Version: 2}
 	if l.Memory > 0 {
 		if hs, err := cgroupHierarchies(); err == nil {
@@ -48,6 +51,14 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, 
 		// libcontainer's "slice:prefix:name" form; the empty slice is
 		// system.slice for root and user.slice for the user's instance.
 		plan.Systemd, plan.Path = true, ":bothy:"+id
+		if defaultPids {
+			slice := unifiedMount + "/system.slice"
+			if rootless {
+				uid := os.Getuid()
+				slice = fmt.Sprintf("%s/user.slice/user-%d.slice/user@%d.service", unifiedMount, uid, uid)
+			}
+			plan.defaultPids(&l, slices.Contains(availableV2(slice), "pids"), "systemd does not delegate the pids controller to "+slice)
+		}
 		return plan.finish(l, nil, ignore)
 	}
 	if parent == "" {
@@ -56,11 +67,14 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, 
 			why := fmt.Sprintf("no cgroup v2 subtree is delegated to uid %d: run bothy in a systemd user session (loginctl enable-linger) so that it can ask systemd for a scope, or set %s to a delegated cgroup that holds your processes (see docs/operator.md)",
 				os.Getuid(), CgroupParentEnv)
 			var problems []string
-			if !l.IsZero() {
+			if l.needsCgroup() {
 				problems = append(problems, why)
 			}
-			plan.Missing = why
-			return plan.finish(Limits{}, problems, ignore)
+			plan.Missing, l = why, Limits{}
+			if defaultPids {
+				plan.defaultPids(&l, false, why)
+			}
+			return plan.finish(l, problems, ignore)
 		}
 	}
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
@@ -74,10 +88,13 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, 
 	if rootless && !writableAncestor(unifiedMount+parent) {
 		why := fmt.Sprintf("%s%s is not writable by uid %d: point %s at a cgroup delegated to you that holds your processes, or unset it and run bothy in a systemd user session (see docs/operator.md)",
 			unifiedMount, parent, os.Getuid(), CgroupParentEnv)
-		if !l.IsZero() {
+		if l.needsCgroup() {
 			problems = append(problems, why)
 		}
 		plan.Path, plan.Missing, l = "", why, Limits{}
+	}
+	if defaultPids {
+		plan.defaultPids(&l, slices.Contains(avail, "pids"), parent+" does not delegate the pids controller")
 	}
 	return plan.finish(l, problems, ignore)
 }

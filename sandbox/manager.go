@@ -159,7 +159,8 @@ type CreateOptions struct {
 	Volumes []string
 	Tmpfs   []string
 	// Limits are enforced by the sandbox's cgroup; a limit that cannot be
-	// is refused with ErrLimits unless IgnoreLimits.
+	// is refused with ErrLimits unless IgnoreLimits. A PidsLimit of 0 is
+	// DefaultPidsLimit where it can be enforced (see Limits).
 	Limits       Limits
 	IgnoreLimits bool
 	// Security changes the hardening baseline (capabilities, seccomp,
@@ -230,6 +231,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	diskMode, diskIgnored, err := m.planDisk(opts.Limits, opts.Security, opts.IgnoreLimits)
+	if err != nil {
+		return nil, err
+	}
 	// The state directory comes first and goes last (see cleanup): from
 	// here on, whatever step a kill stops this at, it names what is left,
 	// and ps -a, rm and prune find it. Its lock, held until the sandbox
@@ -255,11 +260,26 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		}
 		trace.Mark("bothy", "name reserved")
 	}
-	for _, d := range []string{filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"),
-		filepath.Join(upperRoot, "work")} {
+	for _, d := range []string{filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"), upperRoot} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create sandbox directory: %w", err)
 		}
+	}
+	// The disk limit goes on the upper root before anything is written in
+	// it: the overlays' upper and work directories are all below it.
+	// removeDisk finds it from the ID alone, whatever step a kill stops
+	// this at.
+	limits := cgroup.Limits
+	limits.Disk = 0
+	var disk *DiskLimit
+	if diskMode != "" {
+		if disk, err = m.setupDisk(ctx, id, upperRoot, diskMode, opts.Limits.Disk); err != nil {
+			return nil, err
+		}
+		limits.Disk = opts.Limits.Disk
+	}
+	if err := os.Mkdir(filepath.Join(upperRoot, "work"), 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	// The upper directory's mode is the mode of / in the sandbox.
 	if err := os.Mkdir(filepath.Join(upperRoot, "upper"), 0o755); err != nil {
@@ -294,7 +314,8 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
 		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
 		Mounts: mounts,
-		Limits: cgroup.Limits, LimitsIgnored: cgroup.Ignored, Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd,
+		Limits: limits, LimitsIgnored: joinNonEmpty("; ", cgroup.Ignored, diskIgnored), LimitsNotEnforced: cgroup.NotEnforced,
+		Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd, Disk: disk,
 		Security: opts.Security,
 		APIKey:   opts.APIKey, SocketIdentity: sockID,
 	}
@@ -344,7 +365,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		EtcDir: filepath.Join(dir, "etc"), Args: args,
 		Mounts: m.specMounts(id, mounts),
-		Cgroup: cgroup, Security: opts.Security,
+		Cgroup: cgroup, Security: opts.Security, DiskQuota: diskMode == DiskQuota,
 	})
 	if err != nil {
 		return nil, err
@@ -629,4 +650,9 @@ func writeEtc(dir string, files map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// joinNonEmpty joins the non-empty strings with sep.
+func joinNonEmpty(sep string, list ...string) string {
+	return strings.Join(slices.DeleteFunc(list, func(s string) bool { return s == "" }), sep)
 }

@@ -106,6 +106,10 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 	}{
 		{"processes killed", func() error { return killSandbox(sb, cgroup) }},
 		{"cgroups removed", func() error { return destroyCgroups(id, cgroup) }},
+		// The disk limit's image mount or project quota, found from the ID
+		// alone. The upper root is the image's mount point: while it is
+		// mounted, nothing more is removed, so that rm can be run again.
+		{"disk limit removed", func() error { return m.removeDisk(id) }},
 		{"upper directory removed", func() error { return launch.RemoveAs(m.opts.Init, mapping, m.paths.upperRoot(id)) }},
 		{"state removed", func() error { return launch.RemoveAs(m.opts.Init, mapping, m.paths.dir(id)) }},
 		{"name released", func() error {

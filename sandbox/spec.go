@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/bothy-sandbox/bothy/internal/disk"
 	"github.com/bothy-sandbox/bothy/netns"
 )
 
@@ -51,6 +52,9 @@ type specInput struct {
 	Mounts       []specs.Mount // volumes, mounted after bothy's own
 	Cgroup       cgroupPlan
 	Security     Security
+	// DiskQuota: the upper directory is under a project quota, which the
+	// sandbox must not move its files out of (see DiskLimit).
+	DiskQuota bool
 }
 
 // buildSpec returns the runtime spec of a sandbox: runc's defaults (masked
@@ -92,6 +96,9 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	// trace the host), no_new_privs, seccomp; cgroup and limits.
 	if err := applySecurity(spec, in.Security); err != nil {
 		return nil, err
+	}
+	if in.DiskQuota && spec.Linux.Seccomp != nil {
+		disk.DenyProjectChanges(spec.Linux.Seccomp)
 	}
 	applyLimits(spec, in.Cgroup)
 

@@ -67,9 +67,14 @@ type Sandbox struct {
 	// Mounts are the sandbox's volumes and tmpfs mounts.
 	Mounts []Mount `json:"mounts,omitempty"`
 	// Limits are the enforced resource limits; LimitsIgnored says which
-	// were asked for but waived with --ignore-limits, and why.
-	Limits        Limits `json:"limits,omitzero"`
-	LimitsIgnored string `json:"limits_ignored,omitempty"`
+	// were asked for but waived with --ignore-limits, and why;
+	// LimitsNotEnforced which defaults (DefaultPidsLimit) could not be
+	// applied on this host, and why.
+	Limits            Limits `json:"limits,omitzero"`
+	LimitsIgnored     string `json:"limits_ignored,omitempty"`
+	LimitsNotEnforced string `json:"limits_not_enforced,omitempty"`
+	// Disk is how Limits.Disk is enforced.
+	Disk *DiskLimit `json:"disk,omitempty"`
 	// Cgroup is the sandbox's cgroup path in each hierarchy ("": none of
 	// its own), or a systemd scope when CgroupSystemd.
 	Cgroup        string   `json:"cgroup,omitempty"`
@@ -93,7 +98,8 @@ type Sandbox struct {
 	// LauncherPid is the launcher that is still creating the sandbox.
 	LauncherPid   int    `json:"launcher_pid,omitempty"`
 	LauncherStart uint64 `json:"launcher_start,omitempty"`
-	// Usage is read from the cgroup by Manager.Inspect only.
+	// Usage is read from the cgroup (and the disk limit) by
+	// Manager.Inspect only.
 	Usage *Usage `json:"usage,omitempty"`
 
 	// lost: there is no state.json (a creation killed before it wrote

@@ -56,14 +56,19 @@ type PidsStats struct {
 var ErrNoCgroup = errors.New("sandbox has no cgroup of its own")
 
 // Usage is what inspect adds to a sandbox's record: the memory high-water
-// mark and the OOM kills, read from its cgroup.
+// mark and the OOM kills, read from its cgroup, and its disk use.
 type Usage struct {
 	MemoryPeak   uint64  `json:"memory_peak"`
 	MemoryUsage  uint64  `json:"memory_usage"`
 	OOMKills     uint64  `json:"oom_kills"`
 	CPUSeconds   float64 `json:"cpu_seconds"`
 	PidsCurrent  uint64  `json:"pids_current"`
-	CgroupReadAt string  `json:"read_at"`
+	CgroupReadAt string  `json:"read_at,omitempty"`
+	// DiskBytes and DiskInodes are what the sandbox's root filesystem and
+	// overlay volumes use against its disk limit (a loop image's own
+	// metadata included), when it has one.
+	DiskBytes  uint64 `json:"disk_bytes,omitempty"`
+	DiskInodes uint64 `json:"disk_inodes,omitempty"`
 }
 
 // Inspect returns the sandbox's record with its resource usage, when it
@@ -77,6 +82,14 @@ func (m *Manager) Inspect(ctx context.Context, ref string) (*Sandbox, error) {
 		sb.Usage = &Usage{
 			MemoryPeak: st.Memory.Peak, MemoryUsage: st.Memory.Usage, OOMKills: st.Memory.OOMKills,
 			CPUSeconds: st.CPU.UsageSeconds, PidsCurrent: st.Pids.Current, CgroupReadAt: st.Time.Format(time.RFC3339Nano),
+		}
+	}
+	if sb.Disk != nil {
+		if u, err := m.readDiskUsage(sb); err == nil {
+			if sb.Usage == nil {
+				sb.Usage = &Usage{}
+			}
+			sb.Usage.DiskBytes, sb.Usage.DiskInodes = u.Bytes, u.Inodes
 		}
 	}
 	return sb, nil

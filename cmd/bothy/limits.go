@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
@@ -15,8 +16,9 @@ import (
 func addLimitFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) {
 	f.VarP(&bytesValue{&opts.Limits.Memory, false}, "memory", "m", "memory limit (e.g. 512m, 2g)")
 	f.Var(&bytesValue{&opts.Limits.MemorySwap, true}, "memory-swap", "memory plus swap limit (e.g. 1g); -1: unlimited swap")
-	f.Int64Var(&opts.Limits.PidsLimit, "pids-limit", 0, "maximum number of processes and threads")
+	f.Var(&pidsValue{&opts.Limits.PidsLimit}, "pids-limit", fmt.Sprintf("maximum number of processes and threads (default %d where the pids cgroup controller is available; 0: no limit)", sandbox.DefaultPidsLimit))
 	f.Var(&cpusValue{&opts.Limits.CPUs}, "cpus", "CPU bandwidth in cores (e.g. 0.5, 2)")
+	f.Var(&bytesValue{&opts.Limits.Disk, false}, "disk", "cap what the sandbox writes to its root filesystem and overlay volumes (e.g. 1g; root only)")
 	f.BoolVar(&opts.IgnoreLimits, "ignore-limits", false, "start even when a limit cannot be enforced on this host (the limit is dropped, and inspect says why)")
 	f.StringSliceVar(&opts.Security.CapAdd, "cap-add", nil, "add a capability (e.g. NET_ADMIN, or ALL)")
 	f.StringSliceVar(&opts.Security.CapDrop, "cap-drop", nil, "drop a capability (e.g. CHOWN, or ALL)")
@@ -25,12 +27,44 @@ func addLimitFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) {
 	f.Var(&bytesValue{&opts.Security.ShmSize, false}, "shm-size", "size of /dev/shm (default 64m)")
 }
 
-// warnIgnoredLimits says on stderr which limits --ignore-limits waived.
+// warnIgnoredLimits says on stderr which limits --ignore-limits waived, and
+// which defaults this host cannot enforce (one line each).
 func warnIgnoredLimits(cmd *cobra.Command, sb *sandbox.Sandbox) {
 	if sb.LimitsIgnored != "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s runs without some limits (--ignore-limits): %s\n", sb.ShortID(), sb.LimitsIgnored)
 	}
+	if sb.LimitsNotEnforced != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s: %s (--pids-limit 0 asks for no limit, without this warning)\n", sb.ShortID(), sb.LimitsNotEnforced)
+	}
 }
+
+// pidsValue is --pids-limit: unset leaves the library's default, 0 (or
+// Docker's -1) is no limit, stored as -1.
+type pidsValue struct{ p *int64 }
+
+func (v *pidsValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	if *v.p < 0 {
+		return "0"
+	}
+	return strconv.FormatInt(*v.p, 10)
+}
+
+func (v *pidsValue) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < -1 {
+		return fmt.Errorf("give a number of processes, or 0 for no limit")
+	}
+	if n <= 0 {
+		n = -1
+	}
+	*v.p = n
+	return nil
+}
+
+func (v *pidsValue) Type() string { return "int" }
 
 type bytesValue struct {
 	p        *int64

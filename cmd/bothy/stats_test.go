@@ -51,8 +51,16 @@ func TestLimitsStatsCLI(t *testing.T) {
 	}
 	c.ok("exec", "lim", "--", "true")
 
+	// No --pids-limit: the default, read inside; --pids-limit 0: none.
+	if got := c.ok("run", "--rm", "--", "cat", "/sys/fs/cgroup/pids/pids.max"); got != "4096\n" {
+		t.Errorf("default pids.max inside: %q", got)
+	}
+	if got := c.ok("run", "--rm", "--pids-limit", "0", "--", "cat", "/sys/fs/cgroup/pids/pids.max"); got != "max\n" {
+		t.Errorf("--pids-limit 0: pids.max inside %q", got)
+	}
+
 	for _, bad := range [][]string{
-		{"--memory", "lots"}, {"--cpus", "-1"}, {"--memory-swap", "1g"}, {"--cap-add", "CAP_BOGUS"},
+		{"--memory", "lots"}, {"--cpus", "-1"}, {"--memory-swap", "1g"}, {"--cap-add", "CAP_BOGUS"}, {"--pids-limit", "-5"},
 		{"--security-opt", "apparmor=unconfined"}, {"--shm-size", "-1"},
 	} {
 		_, errOut, code := c.run("", append(append([]string{"run", "--rm"}, bad...), "--", "true")...)
@@ -70,6 +78,17 @@ func TestLimitsStatsCLI(t *testing.T) {
 		}
 		if out, errOut, code := c.run("", "run", "--rm", "--memory", "64m", "--ignore-limits", "--", "echo", "ran"); code != 0 || out != "ran\n" || !strings.Contains(errOut, "warning") {
 			t.Errorf("--ignore-limits: exit %d, %q %q", code, out, errOut)
+		}
+		// No flags: the sandbox starts without the default pids limit,
+		// with one line saying so; --pids-limit 0 asks for none and
+		// gets no warning.
+		out, errOut, code := c.run("", "run", "--rm", "--", "echo", "ran")
+		if code != 0 || out != "ran\n" || strings.Count(errOut, "\n") != 1 ||
+			!strings.Contains(errOut, "warning: sandbox ") || !strings.Contains(errOut, "the default pids limit (4096) is not enforced: no cgroup is delegated") {
+			t.Errorf("undelegated, no flags: exit %d, %q %q", code, out, errOut)
+		}
+		if out, errOut, code := c.run("", "run", "--rm", "--pids-limit", "0", "--", "echo", "ran"); code != 0 || out != "ran\n" || errOut != "" {
+			t.Errorf("undelegated, --pids-limit 0: exit %d, %q %q", code, out, errOut)
 		}
 	}
 }

@@ -3,7 +3,8 @@
 //
 // Every process of one start counts from the same origin: the first traced
 // process's package initialisation, handed to the processes it starts in
-// BOTHY_TRACE_T0 (nanoseconds since the Unix epoch).
+// BOTHY_TRACE_T0 (nanoseconds since the Unix epoch). BOTHY_TRACE_STOP="who:
+// what" stops the process that reaches that mark.
 //
 // Its marks are also the named steps where fault-injection tests kill a
 // process (KillEnv).
@@ -47,6 +48,11 @@ const KillEnv = "BOTHY_KILL_AT"
 
 var killAt = os.Getenv(KillEnv)
 
+// stopAt is the mark at which the process stops itself (SIGSTOP) when
+// BOTHY_TRACE_STOP names it, as "who: what": for looking at a start half
+// way, and for tests that kill a creation at a given step.
+var stopAt = os.Getenv("BOTHY_TRACE_STOP")
+
 // Mark prints the time since the origin, and is a point where KillEnv can
 // kill the process.
 func Mark(who, what string) {
@@ -58,5 +64,8 @@ func Mark(who, what string) {
 	}
 	if enabled {
 		fmt.Fprintf(os.Stderr, "trace %-8s %7.2f ms  %s\n", who, float64(time.Since(start).Microseconds())/1000, what)
+		if stopAt != "" && stopAt == who+": "+what {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		}
 	}
 }

@@ -182,6 +182,10 @@ func try(what, arg string) error {
 			c.Close()
 		}
 		return err
+	case "forkbomb":
+		return forkBomb()
+	case "project":
+		return leaveProject(arg)
 	case "write":
 		return os.WriteFile(arg, []byte("1\n"), 0o644)
 	case "read":
@@ -293,4 +297,63 @@ func hijack(path string) {
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 		c.Close()
 	}
+}
+
+// forkBomb forks children that sleep until fork fails, then kills and reaps
+// them and returns the error with the number of children it had. The
+// children make raw syscalls only: nothing of the Go runtime runs after a
+// raw fork.
+func forkBomb() error {
+	var pids []int
+	var err error
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		if e != 0 {
+			err = e
+			break
+		}
+		if r == 0 {
+			for {
+				syscall.RawSyscall6(syscall.SYS_PPOLL, 0, 0, 0, 0, 0, 0)
+			}
+		}
+		pids = append(pids, int(r))
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	for range pids {
+		syscall.Wait4(-1, nil, 0, nil)
+	}
+	return fmt.Errorf("%w after %d processes", err, len(pids))
+}
+
+// leaveProject tries to move the file or directory path out of its project
+// quota: its project id to 0 (FS_IOC_FSSETXATTR), and the inheritance of it
+// off (FS_IOC_SETFLAGS). It returns nil if either worked.
+func leaveProject(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var fa struct {
+		xflags, extsize, nextents, projid, cowextsize uint32
+		pad                                           [8]byte
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), 0x801c581f, uintptr(unsafe.Pointer(&fa))); e != 0 {
+		return fmt.Errorf("FS_IOC_FSGETXATTR: %w", e)
+	}
+	fa.projid = 0
+	fa.xflags &^= 0x200 // FS_XFLAG_PROJINHERIT
+	_, _, e1 := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), 0x401c5820, uintptr(unsafe.Pointer(&fa)))
+	if e1 == 0 {
+		return nil
+	}
+	var flags uint64
+	_, _, e2 := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), 0x40086602, uintptr(unsafe.Pointer(&flags))) // FS_IOC_SETFLAGS, all off
+	if e2 == 0 {
+		return nil
+	}
+	return fmt.Errorf("FS_IOC_FSSETXATTR: %v; FS_IOC_SETFLAGS: %v", e1, e2)
 }
