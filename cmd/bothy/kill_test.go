@@ -280,20 +280,23 @@ func allPids() []int {
 	return pids
 }
 
-// childWith finds a child of parent whose first argument is arg.
+// childWith finds the newest live child of parent whose first argument is
+// arg.
 func childWith(parent int, arg string) (int, uint64) {
+	var found int
+	var newest uint64
 	for _, pid := range allPids() {
-		ppid, start, _, err := procInfo(pid)
-		if err != nil || ppid != parent {
+		ppid, start, state, err := procInfo(pid)
+		if err != nil || ppid != parent || state == 'Z' || (found != 0 && start < newest) {
 			continue
 		}
 		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		args := strings.Split(string(cmdline), "\x00")
 		if len(args) > 1 && args[1] == arg {
-			return pid, start
+			found, newest = pid, start
 		}
 	}
-	return 0, 0
+	return found, newest
 }
 
 // mountHolders returns, for every process whose mount namespace has a mount
@@ -548,7 +551,8 @@ func (k *killEnv) runTrial(tr trial) outcome {
 		}
 	default:
 		// Find the victim while the CLI runs, then kill it a random
-		// time later.
+		// time later, within what is left of the command's usual time.
+		begun := time.Now()
 		var pid int
 		var start uint64
 		for pid == 0 && !done {
@@ -560,20 +564,26 @@ func (k *killEnv) runTrial(tr trial) outcome {
 			}
 			pid, start = k.findVictim(cmd.Process.Pid, tr.victim)
 		}
+		o.phase = "after the end"
 		if pid != 0 {
 			k.tracked[pid] = start
+			left := max(tr.window-time.Since(begun), time.Millisecond)
 			select {
 			case waitErr = <-exited:
 				done = true
-			case <-time.After(delay):
+			case <-time.After(time.Duration(rand.Int64N(int64(left)))):
 			}
-			o.phase = k.phase(id != "")
-			o.killed = killProc(pid, start)
-			if !o.killed {
-				o.phase = "after the end"
+			// The container's init may have moved on (a bootstrap
+			// process exits once it has started the next): the one
+			// there is now, else the one found.
+			if p, st := k.findVictim(cmd.Process.Pid, tr.victim); p != 0 {
+				pid, start = p, st
+				k.tracked[pid] = start
 			}
-		} else {
-			o.phase = "after the end"
+			phase := k.phase(id != "")
+			if o.killed = killProc(pid, start); o.killed {
+				o.phase = phase
+			}
 		}
 	}
 	if !done {
@@ -679,6 +689,9 @@ func (k *killEnv) findVictim(cli int, victim string) (int, uint64) {
 			}
 		}
 	case "init":
+		// The launcher's newest child running libcontainer's init:
+		// the bootstrap process, then the container's init (its
+		// sibling: libcontainer clones it with CLONE_PARENT).
 		if l, _ := childWith(cli, launch.Arg); l != 0 {
 			return childWith(l, "init")
 		}
@@ -794,12 +807,12 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 	random := []trial{
 		{op: "run -d", victim: "cli", args: runD, window: tRunD},
 		{op: "run -d", victim: "launcher", args: runD, window: tRunD},
-		{op: "run -d", victim: "init", args: runD, window: tRunD / 4},
-		{op: "run -d", victim: "executor", args: runD, window: tRunD / 4},
+		{op: "run -d", victim: "init", args: runD, window: tRunD},
+		{op: "run -d", victim: "executor", args: runD, window: tRunD},
 		{op: "run --rm", victim: "cli", args: runRm, window: tRunRm},
 		{op: "run --rm", victim: "launcher", args: runRm, window: tRunD},
-		{op: "run --rm", victim: "init", args: runRm, window: tRunD / 4},
-		{op: "run --rm", victim: "executor", args: runRm, window: tRunRm - tRunD/2},
+		{op: "run --rm", victim: "init", args: runRm, window: tRunD},
+		{op: "run --rm", victim: "executor", args: runRm, window: tRunRm},
 		{op: "rm -f", victim: "cli", args: rmF, window: tRm},
 	}
 	// The step trials, a round of each kind of random trial and two
