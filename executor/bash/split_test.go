@@ -1,6 +1,7 @@
 package bash
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -155,4 +156,28 @@ func FuzzSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkSplit times the split of typical agent commands (reported
+// only; nothing asserts a duration).
+func BenchmarkSplit(b *testing.B) {
+	var file strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&file, "def f%d(x):\n    return x * %d  # it's $x\n\n", i, i)
+	}
+	for _, bc := range []struct{ name, cmd string }{
+		{"simple", "ls -la /workspace"},
+		{"chain", "cd /workspace/repo && git status && python -m pytest -x tests/ 2>&1 | tail -n 50"},
+		{"loop", "for f in *.py; do\n  echo \"== $f\"\n  grep -n 'def ' \"$f\" | head -5\ndone"},
+		{"python-c", "python3 -c '\nimport sys, json\nd = json.load(open(\"a.json\"))\nprint(len(d), sys.version)\n'"},
+		{"heredoc-10k", "cat > /workspace/gen.py <<'EOF'\n" + file.String() + "EOF"},
+		{"two", "ls -l\necho hi"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.cmd)))
+			for b.Loop() {
+				scan(bc.cmd)
+			}
+		})
+	}
 }
