@@ -22,6 +22,7 @@ require (
 	go.podman.io/image/v5 v5.41.2
 	golang.org/x/net v0.56.0
 	golang.org/x/sys v0.49.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

@@ -19,7 +19,8 @@
 // IsInput types into it, "C-c", "C-d", "C-z" (any "C-<letter>") send the
 // control character, and a new command is refused ("is NOT executed")
 // until it ends. A request holding several top-level commands is refused
-// (Split, a small bash lexer, decides as OpenHands' bashlex split does).
+// (Split decides as OpenHands' bashlex split does, parsing the request as
+// bash with mvdan.cc/sh/v3/syntax).
 //
 // Completion is detected without polling: PROMPT_COMMAND prints the
 // metadata between markers that carry a fresh 128-bit nonce per command,
