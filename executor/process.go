@@ -421,8 +421,9 @@ func (p *process) supervise(outR, errR *os.File) {
 	p.closeStdin()
 
 	p.status, p.finished = st, time.Now()
-	close(p.done)
+	// The slot is free before anyone waiting on done can start another.
 	p.s.running.Add(-1)
+	close(p.done)
 	switch {
 	case p.events != nil:
 		close(p.events)

@@ -237,7 +237,8 @@ func TestDiskLimitKilled(t *testing.T) {
 			// Its launcher, if it had one, goes with it.
 			if !eventually(func() bool {
 				sb, err := m.Get(context.Background(), id)
-				return err == nil && sb.Status == sandbox.StatusExited
+				// Dead: killed before its executor ran (docs/operator.md).
+				return err == nil && (sb.Status == sandbox.StatusExited || sb.Status == sandbox.StatusDead)
 			}) {
 				t.Fatalf("sandbox %s never exited", id)
 			}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -47,6 +46,7 @@ func TestExecutorMemoryUnderLoad(t *testing.T) {
 		}
 		req.ContentLength = size
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.APIKeyHeader, sb.APIKey)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return 0, nil, err
@@ -93,7 +93,7 @@ func TestExecutorMemoryUnderLoad(t *testing.T) {
 	// Output that JSON escapes to six times its size.
 	for i := range 2 {
 		wg.Go(func() {
-			c := client.New(sb.Socket)
+			c := sb.Client()
 			defer c.Close()
 			res, err := c.Run(ctx, api.RunRequest{Cmd: "head -c 8000000 /dev/zero | tr '\\0' '\\1'", Wait: true})
 			// Whole, or cut to what the output budget had left.
@@ -122,7 +122,7 @@ func TestExecutorMemoryUnderLoad(t *testing.T) {
 	var ids sync.Map
 	for i := range 20 {
 		wg.Go(func() {
-			c := client.New(sb.Socket)
+			c := sb.Client()
 			defer c.Close()
 			p, err := c.Start(ctx, api.RunRequest{Cmd: "head -c 10000000 /dev/zero | tr '\\0' y"})
 			if err != nil {
@@ -137,7 +137,7 @@ func TestExecutorMemoryUnderLoad(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	c := client.New(sb.Socket)
+	c := sb.Client()
 	defer c.Close()
 	ids.Range(func(id, _ any) bool {
 		if _, err := c.Wait(ctx, id.(string)); err != nil {

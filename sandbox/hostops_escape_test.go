@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -50,7 +49,7 @@ ln -s %[3]q %[1]s/deep/dir
 echo sandbox > %[1]s/deep/er/own`, top, hostFile, hostDir))
 		// Swap a changed directory for a link to the host directory, and
 		// back, for as long as the sandbox runs.
-		if _, err := client.New(sb.Socket).Start(ctx, api.RunRequest{Timeout: 600, Cmd: fmt.Sprintf(
+		if _, err := sb.Client().Start(ctx, api.RunRequest{Timeout: 600, Cmd: fmt.Sprintf(
 			`while :; do rm -rf %[1]s/swap; mkdir %[1]s/swap; echo sandbox > %[1]s/swap/f; echo sandbox > %[1]s/swap/g; rm -rf %[1]s/swap; ln -s %[2]q %[1]s/swap; done`,
 			top, hostDir)}); err != nil {
 			t.Fatal(err)

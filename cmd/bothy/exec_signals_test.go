@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -177,7 +176,7 @@ func TestExecInterruptLeavesNothing(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("inspect", "intbox")), &list); err != nil || len(list) != 1 {
 		t.Fatalf("inspect: %v", err)
 	}
-	gc := client.New(list[0].Socket)
+	gc := list[0].Client()
 	defer gc.Close()
 
 	t.Run("Go client stream cancelled", func(t *testing.T) {
