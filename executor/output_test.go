@@ -52,6 +52,30 @@ func TestCapBufferUTF8Boundaries(t *testing.T) {
 	}
 }
 
+// The head is kept in blocks: a character cut where the head ends is
+// dropped even when it straddles two blocks.
+func TestCapBufferBlockBoundaries(t *testing.T) {
+	for _, pad := range []int{firstBlock - 1, firstBlock - 2, firstBlock - 3, firstBlock} {
+		in := strings.Repeat("a", pad) + strings.Repeat("😀€é", 3000)
+		for _, max := range []int{2*firstBlock + 2, 2*firstBlock + 4, 2 * (3*firstBlock + 1)} {
+			b := newCapBuffer(max, nil)
+			for _, c := range chunks(in, 1000) {
+				b.Write([]byte(c))
+			}
+			got, trunc := b.Bytes()
+			if !trunc || !utf8.Valid(got) || !strings.HasPrefix(in, string(got[:bytes.Index(got, []byte("\n[..."))])) {
+				t.Fatalf("pad %d max %d: truncated %v, valid %v", pad, max, trunc, utf8.Valid(got))
+			}
+		}
+		// Whole: blocks and tail join back into the input.
+		b := newCapBuffer(2*len(in), nil)
+		b.Write([]byte(in))
+		if got, trunc := b.Bytes(); trunc || string(got) != in {
+			t.Fatalf("pad %d: whole output changed", pad)
+		}
+	}
+}
+
 func TestIncompleteRune(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
