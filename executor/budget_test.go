@@ -283,15 +283,6 @@ func setOutput(text *string, b64 *[]byte, out []byte) {
 	}
 }
 
-func chunks(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return append(out, s)
-}
-
 // appendJSONText escapes exactly as encoding/json does a string (HTML
 // escaping off), valid UTF-8 or not.
 func FuzzAppendJSONText(f *testing.F) {
