@@ -160,19 +160,23 @@ func (b *outBudget) give(n int64) {
 }
 
 // memoryReturner gives the memory a burst of large requests left behind
-// back to the kernel once the burst is over, rather than at the runtime's
-// pace (its background scavenger, or a forced collection every two
-// minutes), so that it stops counting against the sandbox's limit.
+// back to the kernel once the burst is over (no large release for delay),
+// rather than at the runtime's pace (its background scavenger, or a forced
+// collection every two minutes), so that it stops counting against the
+// sandbox's limit. While large requests keep coming, the memory is reused
+// instead.
 type memoryReturner struct {
-	pending atomic.Bool
-	delay   time.Duration
+	mu    sync.Mutex
+	timer *time.Timer
+	delay time.Duration
 }
 
 func (m *memoryReturner) schedule() {
-	if m.pending.CompareAndSwap(false, true) {
-		time.AfterFunc(m.delay, func() {
-			m.pending.Store(false)
-			debug.FreeOSMemory()
-		})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timer == nil {
+		m.timer = time.AfterFunc(m.delay, debug.FreeOSMemory)
+		return
 	}
+	m.timer.Reset(m.delay)
 }

@@ -240,6 +240,7 @@ func TestRunResultStreamedEncoding(t *testing.T) {
 	}{
 		{"empty", "", "", 100},
 		{"text", "héllo\n", "warn <b>&\n", 100},
+		{"escapes", "q\"b\\ \b\f\t\r\n\x7f\x00\x1f\u2029 end", "", 100},
 		{"control characters", ctrl, "", len(ctrl) + 1},
 		{"binary", "\xff\xfe\x00ok", "", 100},
 		{"truncated text", strings.Repeat("é€😀", 50000), "x", 1000},
@@ -282,13 +283,22 @@ func setOutput(text *string, b64 *[]byte, out []byte) {
 	}
 }
 
-func chunks(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		out = append(out, s[:n])
-		s = s[n:]
+// appendJSONText escapes exactly as encoding/json does a string (HTML
+// escaping off), valid UTF-8 or not.
+func FuzzAppendJSONText(f *testing.F) {
+	for _, seed := range []string{"", "plain", "q\"b\\ \b\f\t\r\n\x7f\x00\x1f", "\u2028\u2029<&>", "\xff\xc3(é€😀", strings.Repeat("é", 10000)} {
+		f.Add([]byte(seed))
 	}
-	return append(out, s)
+	f.Fuzz(func(t *testing.T, src []byte) {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.Encode(string(src))
+		got := append(append([]byte{'"'}, appendJSONText(nil, src)...), '"', '\n')
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("%q: got %q, want %q", src, got, want.Bytes())
+		}
+	})
 }
 
 func TestValidUTF8Segments(t *testing.T) {

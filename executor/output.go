@@ -23,37 +23,47 @@ var readBufPool = sync.Pool{New: func() any { b := make([]byte, readBufSize); re
 const outputFloor = 4 << 10
 
 // capBuffer keeps the first and the last bytes of an output stream, at
-// most max in total. The head grows as needed; the tail ring is allocated
-// only once the head is full. Memory beyond outputFloor is drawn from the
-// output budget: when the budget is spent the buffer keeps what it has and
-// counts the rest as dropped.
+// most max in total. The head is kept in blocks that grow from 4 KiB to
+// 64 KiB (nothing is copied as it grows); the tail ring is allocated only
+// once the head is full. Memory beyond outputFloor is drawn from the output
+// budget: when the budget is spent the buffer keeps what it has and counts
+// the rest as dropped.
 type capBuffer struct {
-	max    int
-	budget *outBudget
-	held   int64 // bytes drawn from budget
-	starve bool  // the budget refused: keep no more
-	head   []byte
-	tail   []byte // ring of at most max-max/2 bytes
-	tpos   int
-	tfull  bool
-	total  int64
+	max     int
+	budget  *outBudget
+	held    int64 // bytes drawn from budget
+	alloc   int   // bytes allocated (head blocks and tail)
+	starve  bool  // the budget refused: keep no more
+	head    [][]byte
+	headLen int
+	tail    []byte // ring of at most max-max/2 bytes
+	tpos    int
+	tfull   bool
+	total   int64
 }
+
+// Head blocks: the first is small (most commands print little), each next
+// one twice the last, up to capBlock.
+const (
+	firstBlock = 4 << 10
+	capBlock   = 64 << 10
+)
 
 func newCapBuffer(max int, budget *outBudget) *capBuffer {
 	return &capBuffer{max: max, budget: budget}
 }
 
-// allow returns how many bytes of memory the buffer may use in all, up to
-// want, drawing what it lacks from the budget.
+// allow returns how many more bytes of memory the buffer may allocate, up
+// to want, drawing what it lacks from the budget.
 func (b *capBuffer) allow(want int) int {
-	if need := int64(want) - outputFloor - b.held; need > 0 {
+	if need := int64(b.alloc+want) - outputFloor - b.held; need > 0 {
 		got := b.budget.grab(need)
 		b.held += got
 		if got < need {
 			b.starve = true
 		}
 	}
-	return min(want, int(outputFloor+b.held))
+	return max(0, min(want, int(outputFloor+b.held)-b.alloc))
 }
 
 // release gives the buffer's memory back to the budget; the buffer must
@@ -68,17 +78,25 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	b.total += int64(n)
 	headMax := b.max / 2
-	if room := headMax - len(b.head); room > 0 && !b.starve {
-		k := min(room, len(p))
-		if len(b.head)+k > cap(b.head) {
-			c := min(headMax, max(2*cap(b.head), len(b.head)+k, 4096))
-			c = b.allow(c)
-			k = min(k, c-len(b.head))
-			nh := make([]byte, len(b.head), c)
-			copy(nh, b.head)
-			b.head = nh
+	for len(p) > 0 && b.headLen < headMax {
+		last := len(b.head) - 1
+		if last < 0 || len(b.head[last]) == cap(b.head[last]) {
+			size := firstBlock
+			if last >= 0 {
+				size = min(2*cap(b.head[last]), capBlock)
+			}
+			size = b.allow(min(size, headMax-b.headLen))
+			if size == 0 {
+				return n, nil // no memory: the rest is dropped
+			}
+			b.head = append(b.head, make([]byte, 0, size))
+			b.alloc += size
+			last++
 		}
-		b.head = append(b.head, p[:k]...)
+		blk := b.head[last]
+		k := min(len(p), cap(blk)-len(blk), headMax-b.headLen)
+		b.head[last] = append(blk, p[:k]...)
+		b.headLen += k
 		p = p[k:]
 	}
 	if len(p) == 0 {
@@ -86,14 +104,15 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 	}
 	if b.tail == nil {
 		tailMax := b.max - headMax
-		if b.starve || len(b.head) < headMax || tailMax == 0 {
+		if b.starve || b.headLen < headMax || tailMax == 0 {
 			return n, nil // no memory for a tail: the rest is dropped
 		}
-		size := b.allow(cap(b.head)+tailMax) - cap(b.head)
-		if size <= 0 {
+		size := b.allow(tailMax)
+		if size == 0 {
 			return n, nil
 		}
 		b.tail = make([]byte, size)
+		b.alloc += size
 	}
 	if len(p) >= len(b.tail) {
 		copy(b.tail, p[len(p)-len(b.tail):])
@@ -125,26 +144,25 @@ func (b *capBuffer) segments() (segs [][]byte, truncated, text bool) {
 	} else if b.tail != nil {
 		tail = b.tail[:b.tpos]
 	}
-	if int64(len(b.head)+len(tail)) == b.total {
-		return [][]byte{b.head, tail}, false, validUTF8(b.head, tail)
+	segs = append(segs, b.head...)
+	if int64(b.headLen+len(tail)) == b.total {
+		segs = append(segs, tail)
+		return segs, false, validUTF8(segs...)
 	}
-	head := b.head
-	// Drop a partial character at the end of the head…
-	for i := len(head) - 1; i >= 0 && i >= len(head)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(head[i]) {
-			if !utf8.FullRune(head[i:]) {
-				head = head[:i]
-			}
-			break
-		}
-	}
+	// Drop a partial character at the end of the head (it may straddle
+	// two blocks)…
+	segs = trimPartialRune(segs)
 	// …and continuation bytes at the start of the tail.
 	for k := 0; k < utf8.UTFMax-1 && len(tail) > 0 && !utf8.RuneStart(tail[0]); k++ {
 		tail = tail[1:]
 	}
-	dropped := b.total - int64(len(head)+len(tail))
-	marker := "\n[... bothy: " + strconv.FormatInt(dropped, 10) + " bytes truncated ...]\n"
-	return [][]byte{head, []byte(marker), tail}, true, utf8.Valid(head) && utf8.Valid(tail)
+	kept := int64(len(tail))
+	for _, s := range segs {
+		kept += int64(len(s))
+	}
+	text = validUTF8(segs...) && utf8.Valid(tail)
+	marker := "\n[... bothy: " + strconv.FormatInt(b.total-kept, 10) + " bytes truncated ...]\n"
+	return append(segs, []byte(marker), tail), true, text
 }
 
 // Bytes returns the captured output in one slice and whether bytes were
@@ -156,6 +174,30 @@ func (b *capBuffer) Bytes() ([]byte, bool) {
 		out = append(out, s...)
 	}
 	return out, truncated
+}
+
+// trimPartialRune cuts a character left incomplete at the end of the
+// concatenation of segs.
+func trimPartialRune(segs [][]byte) [][]byte {
+	var end [utf8.UTFMax]byte // the last bytes, in order
+	n := 0
+	for k := len(segs) - 1; k >= 0 && n < utf8.UTFMax; k-- {
+		for i := len(segs[k]) - 1; i >= 0 && n < utf8.UTFMax; i-- {
+			copy(end[1:], end[:n])
+			end[0] = segs[k][i]
+			n++
+			if !utf8.RuneStart(end[0]) {
+				continue
+			}
+			if utf8.FullRune(end[:n]) {
+				return segs
+			}
+			// Cut the n bytes from position i of segment k on.
+			segs[k] = segs[k][:i]
+			return segs[:k+1]
+		}
+	}
+	return segs
 }
 
 // rotate turns s left by k in place (s[k:] then s[:k]).

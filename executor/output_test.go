@@ -52,6 +52,30 @@ func TestCapBufferUTF8Boundaries(t *testing.T) {
 	}
 }
 
+// The head is kept in blocks: a character cut where the head ends is
+// dropped even when it straddles two blocks.
+func TestCapBufferBlockBoundaries(t *testing.T) {
+	for _, pad := range []int{firstBlock - 1, firstBlock - 2, firstBlock - 3, firstBlock} {
+		in := strings.Repeat("a", pad) + strings.Repeat("😀€é", 3000)
+		for _, max := range []int{2*firstBlock + 2, 2*firstBlock + 4, 2 * (3*firstBlock + 1)} {
+			b := newCapBuffer(max, nil)
+			for _, c := range chunks(in, 1000) {
+				b.Write([]byte(c))
+			}
+			got, trunc := b.Bytes()
+			if !trunc || !utf8.Valid(got) || !strings.HasPrefix(in, string(got[:bytes.Index(got, []byte("\n[..."))])) {
+				t.Fatalf("pad %d max %d: truncated %v, valid %v", pad, max, trunc, utf8.Valid(got))
+			}
+		}
+		// Whole: blocks and tail join back into the input.
+		b := newCapBuffer(2*len(in), nil)
+		b.Write([]byte(in))
+		if got, trunc := b.Bytes(); trunc || string(got) != in {
+			t.Fatalf("pad %d: whole output changed", pad)
+		}
+	}
+}
+
 func TestIncompleteRune(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -93,4 +117,59 @@ func TestOutputLogReadAndTrim(t *testing.T) {
 	if got, _, closed, _ = l.read(l.end, 100); len(got) != 0 || !closed {
 		t.Fatalf("read(end) after close: %d chunks closed %v", len(got), closed)
 	}
+}
+
+// Whatever is written in whatever pieces, the capture is the input when it
+// fits, else a prefix of it, the marker and a suffix of it; valid UTF-8
+// stays valid, and the budget gets back all it lent.
+func FuzzCapBuffer(f *testing.F) {
+	f.Add([]byte("héllo wörld 😀"), uint16(7), uint8(3), uint16(0))
+	f.Add(bytes.Repeat([]byte("€"), 5000), uint16(9000), uint8(200), uint16(5000))
+	f.Add([]byte("\xff\xfeabc"), uint16(2), uint8(1), uint16(1))
+	f.Fuzz(func(t *testing.T, in []byte, limit uint16, piece uint8, budget uint16) {
+		if limit == 0 || piece == 0 || len(in) == 0 {
+			return
+		}
+		// Repeat the input so heads span blocks.
+		in = bytes.Repeat(in, 1+int(limit)/len(in))
+		var ob *outBudget
+		if budget > 0 {
+			ob = &outBudget{max: int64(budget)}
+		}
+		b := newCapBuffer(int(limit), ob)
+		for _, c := range chunks(string(in), int(piece)) {
+			b.Write([]byte(c))
+		}
+		got, trunc := b.Bytes()
+		if !trunc {
+			if !bytes.Equal(got, in) {
+				t.Fatalf("not truncated but changed: %d bytes of %d", len(got), len(in))
+			}
+		} else {
+			i := bytes.Index(got, []byte("\n[... bothy: "))
+			j := bytes.Index(got, []byte(" bytes truncated ...]\n"))
+			if i < 0 || j < i || !bytes.HasPrefix(in, got[:i]) || !bytes.HasSuffix(in, got[j+len(" bytes truncated ...]\n"):]) {
+				t.Fatalf("truncated capture is not prefix, marker, suffix: %q", got)
+			}
+			if len(got)-(j-i)-len(" bytes truncated ...]\n") > int(limit) {
+				t.Fatalf("kept %d bytes, max %d", len(got), limit)
+			}
+		}
+		if utf8.Valid(in) && !utf8.Valid(got) {
+			t.Fatalf("valid input, invalid capture %q", got)
+		}
+		b.release()
+		if ob != nil && ob.used.Load() != 0 {
+			t.Fatalf("budget still lent: %d", ob.used.Load())
+		}
+	})
+}
+
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
 }

@@ -67,6 +67,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
+// resultWriters buffer wait-mode results on their way to the connection.
+var resultWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+
 // runResultHead is the part of api.RunResult before the output, in its
 // order; writeRunResult writes the rest.
 type runResultHead struct {
@@ -97,7 +100,13 @@ func writeRunResult(w http.ResponseWriter, res *api.RunResult, stdout, stderr *c
 	head := bytes.TrimSuffix(bytes.TrimSpace(scratch.Bytes()), []byte("}"))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := resultWriters.Get().(*bufio.Writer)
+	bw.Reset(w)
+	defer func() {
+		bw.Reset(nil)
+		resultWriters.Put(bw)
+	}()
+	var esc []byte
 	bw.Write(head)
 	for _, o := range []struct {
 		name string
@@ -107,7 +116,7 @@ func writeRunResult(w http.ResponseWriter, res *api.RunResult, stdout, stderr *c
 		bw.WriteString(`,"` + o.name + `":"`)
 		if text {
 			for _, seg := range segs {
-				writeJSONText(bw, enc, &scratch, seg)
+				writeJSONText(bw, &esc, seg)
 			}
 			bw.WriteString(`"`)
 		} else {
@@ -130,24 +139,71 @@ func writeRunResult(w http.ResponseWriter, res *api.RunResult, stdout, stderr *c
 	bw.Flush()
 }
 
-// writeJSONText writes UTF-8 text escaped as in a JSON string, without the
-// quotes, a piece at a time.
-func writeJSONText(w io.Writer, enc *json.Encoder, scratch *bytes.Buffer, text []byte) {
+// writeJSONText writes UTF-8 text escaped as encoding/json escapes a
+// string (without HTML escaping), without the quotes, a piece at a time.
+func writeJSONText(w io.Writer, scratch *[]byte, text []byte) {
 	const piece = 16 << 10
 	for len(text) > 0 {
-		n := len(text)
-		if n > piece {
-			n = piece
-			for n > 0 && !utf8.RuneStart(text[n]) {
-				n--
-			}
+		n := min(len(text), piece)
+		for k := 0; n < len(text) && k < utf8.UTFMax-1 && !utf8.RuneStart(text[n]); k++ {
+			n-- // cut between characters
 		}
-		scratch.Reset()
-		enc.Encode(string(text[:n])) // "…"\n
-		b := scratch.Bytes()
-		w.Write(b[1 : len(b)-2])
+		*scratch = appendJSONText((*scratch)[:0], text[:n])
+		w.Write(*scratch)
 		text = text[n:]
 	}
+}
+
+// appendJSONText appends src escaped as in a JSON string, byte for byte as
+// encoding/json's appendString with escapeHTML false: `"` and `\`
+// backslashed, \b \f \n \r \t, other control characters as \u00XX,
+// invalid UTF-8 as \ufffd, U+2028 and U+2029 as \u2028 and \u2029.
+func appendJSONText(dst, src []byte) []byte {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(src); {
+		if b := src[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, src[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRune(src[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(dst, src[start:]...)
 }
 
 // writeError is the one writer of error bodies:

@@ -33,6 +33,7 @@ const (
 	DefaultOutputMemory   = 32 << 20
 	DefaultMaxConns       = 256
 	DefaultMaxProcesses   = 1024
+	DefaultMaxSessions    = 16
 	DefaultWaitDelay      = 500 * time.Millisecond
 	DefaultMaxFinished    = 64
 	DefaultShell          = "/bin/sh"
@@ -86,6 +87,9 @@ type Options struct {
 	// MaxProcesses caps the processes started through the API that are
 	// running at once (each costs the executor about 20 KiB).
 	MaxProcesses int
+	// MaxSessions caps the bash sessions (default included): creating one
+	// more is refused with 409.
+	MaxSessions int
 	// MaxConns caps the connections served at once; further ones wait to
 	// be accepted.
 	MaxConns int
@@ -158,7 +162,7 @@ type Server struct {
 	plugins  map[string]Plugin // by action type
 	cpu      cpuSampler
 
-	sessMu      sync.Mutex    // serializes session creation against maxSessions
+	sessMu      sync.Mutex    // serializes session creation against MaxSessions
 	staticSlots chan struct{} // OpenHands' is_static shells running at once
 
 	closeOnce sync.Once
@@ -187,6 +191,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxProcesses <= 0 {
 		opts.MaxProcesses = DefaultMaxProcesses
 	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
 	if opts.WaitDelay <= 0 {
 		opts.WaitDelay = DefaultWaitDelay
 	}
@@ -201,7 +208,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, started: time.Now(),
 		reqMem: newMemBudget(opts.RequestMemory), outMem: &outBudget{max: opts.OutputMemory}}
-	s.freer.delay = 200 * time.Millisecond
+	s.freer.delay = time.Second
 	s.reqMem.idle, s.outMem.idle = s.freer.schedule, s.freer.schedule
 	if s.log == nil {
 		s.log = discardLogger()

@@ -21,17 +21,18 @@ import (
 var sessionDefaults = []string{"PAGER=cat", "GIT_PAGER=cat"}
 
 // Bounds on sessions, each of which holds a shell, a terminal and its
-// output in the executor: named sessions at once, OpenHands' one-command
-// (is_static) shells at once, and the raw output kept per command (the
-// result an agent reads is 30000 characters by default).
+// output in the executor: OpenHands' one-command (is_static) shells at
+// once, and the raw output kept per command (the result an agent reads is
+// 30000 characters by default). Options.MaxSessions bounds the others.
 const (
-	maxSessions       = 16
 	maxStaticSessions = 4
 	sessionMaxBuffer  = 512 << 10
 )
 
-// errTooManySessions refuses a session beyond maxSessions.
-var errTooManySessions = fmt.Errorf("create session: %d sessions exist, the most the executor keeps (delete one): %w", maxSessions, ErrLimit)
+// errTooManySessions refuses a session beyond MaxSessions.
+func (s *Server) errTooManySessions() error {
+	return fmt.Errorf("create session: %d sessions exist, the most the executor keeps (delete one): %w", s.opts.MaxSessions, ErrLimit)
+}
 
 // sessionEnv returns the base environment of bash sessions.
 func sessionEnv(env []string) []string {
@@ -73,8 +74,8 @@ func (s *Server) session(ctx context.Context, name string) (*bash.Session, error
 	// The shell outlives the request that starts it.
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
-	if _, err := s.sessions.Get(name); err != nil && len(s.sessions.List()) >= maxSessions {
-		return nil, errTooManySessions
+	if _, err := s.sessions.Get(name); err != nil && len(s.sessions.List()) >= s.opts.MaxSessions {
+		return nil, s.errTooManySessions()
 	}
 	sess, err := s.sessions.GetOrCreate(context.WithoutCancel(ctx), bash.Options{Name: name})
 	if err == nil {
@@ -146,9 +147,9 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.sessMu.Lock()
-	if len(s.sessions.List()) >= maxSessions {
+	if len(s.sessions.List()) >= s.opts.MaxSessions {
 		s.sessMu.Unlock()
-		httpError(w, errTooManySessions)
+		httpError(w, s.errTooManySessions())
 		return
 	}
 	sess, err := s.sessions.Create(context.WithoutCancel(r.Context()), opts)

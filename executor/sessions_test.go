@@ -102,19 +102,20 @@ func TestSessionsAPI(t *testing.T) {
 	}
 }
 
-// Sessions hold a shell and their output in the executor: at most 16 at
-// once; the 17th is refused with 409 until one is deleted.
+// Sessions hold a shell and their output in the executor: at most
+// MaxSessions (16 by default) at once; one more is refused with 409 until
+// one is deleted.
 func TestSessionLimit(t *testing.T) {
-	ts, _ := agentServer(t, executor.Options{})
+	ts, _ := agentServer(t, executor.Options{MaxSessions: 2})
 	ctx := testCtx(t)
-	for i := range 16 {
+	for i := range 2 {
 		if _, err := ts.c.CreateSession(ctx, api.SessionCreateRequest{Name: fmt.Sprint("s", i)}); err != nil {
 			t.Fatalf("session %d: %v", i, err)
 		}
 	}
 	_, err := ts.c.CreateSession(ctx, api.SessionCreateRequest{Name: "one-more"})
-	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "16 sessions exist") {
-		t.Fatalf("17th session: %v, want 409 naming the limit", err)
+	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "2 sessions exist") {
+		t.Fatalf("third session: %v, want 409 naming the limit", err)
 	}
 	if _, err := ts.c.RunSession(ctx, api.DefaultSession, api.SessionRunRequest{Command: "true"}); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("default session beyond the limit: %v", err)
@@ -124,5 +125,8 @@ func TestSessionLimit(t *testing.T) {
 	}
 	if _, err := ts.c.CreateSession(ctx, api.SessionCreateRequest{Name: "one-more"}); err != nil {
 		t.Fatalf("after a delete: %v", err)
+	}
+	if executor.DefaultMaxSessions != 16 {
+		t.Errorf("default session limit %d, documented 16", executor.DefaultMaxSessions)
 	}
 }
