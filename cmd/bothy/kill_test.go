@@ -122,15 +122,16 @@ func (k *killEnv) setupCgroups(env *[]string, cgroups bool) {
 		base = "/bothy-" + strconv.Itoa(os.Geteuid())
 	}
 	k.parent = fmt.Sprintf("%s/kt-%d-%d", base, os.Getpid(), rand.IntN(1<<30))
-	if !cgroups {
-		// A parent that does not exist: nothing is delegated there.
-		*env = append(*env, sandbox.CgroupParentEnv+"="+k.parent)
-		return
-	}
 	hs, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, h := range hs {
 		var st unix.Statfs_t
 		if unix.Statfs(h, &st) != nil || (st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC) {
+			continue
+		}
+		if !cgroups {
+			// A parent that does not exist: nothing is delegated
+			// there; the checks still look for one.
+			k.cgroot = append(k.cgroot, h+k.parent)
 			continue
 		}
 		if os.Geteuid() != 0 {
@@ -209,12 +210,26 @@ func (k *killEnv) ok(args ...string) string {
 func (k *killEnv) cgroupDirs() []string {
 	var out []string
 	for _, p := range k.cgroot {
-		entries, _ := os.ReadDir(p)
-		for _, e := range entries {
-			if e.IsDir() && (idRE.MatchString(e.Name()) || k.parent != "/bothy") {
-				out = append(out, filepath.Join(p, e.Name()))
+		if k.parent == "/bothy" {
+			// v2's shared parent: the sandboxes' directories only.
+			entries, _ := os.ReadDir(p)
+			for _, e := range entries {
+				if e.IsDir() && idRE.MatchString(e.Name()) {
+					out = append(out, filepath.Join(p, e.Name()))
+				}
 			}
+			continue
 		}
+		// The test's own parent: anything below it, deepest first.
+		var tree []string
+		_ = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && path != p {
+				tree = append(tree, path)
+			}
+			return nil
+		})
+		slices.Reverse(tree)
+		out = append(out, tree...)
 	}
 	return out
 }
