@@ -105,7 +105,7 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 		run  func() error
 	}{
 		{"processes killed", func() error { return killSandbox(sb, cgroup) }},
-		{"cgroups removed", func() error { return destroyCgroups(id, cgroup) }},
+		{"cgroups removed", func() error { return destroyCgroups(cgroupTree(id, cgroup, sb.Dir)) }},
 		// The disk limit's image mount or project quota, found from the ID
 		// alone. The upper root is the image's mount point: while it is
 		// mounted, nothing more is removed, so that rm can be run again.
@@ -167,36 +167,62 @@ func killSandbox(sb *Sandbox, cgroup string) error {
 	if err := stopProcess(pid, start, 0); err != nil {
 		return fmt.Errorf("kill sandbox init: %w", err)
 	}
-	return killCgroup(sb.ID, cgroup)
+	return killCgroup(cgroupTree(sb.ID, cgroup, sb.Dir))
+}
+
+// libcontainerState is what bothy reads of libcontainer's state in the
+// sandbox directory, which the launcher writes once the container has
+// started (and the sandbox cannot write: only the socket directory is
+// mounted in).
+type libcontainerState struct {
+	Pid   int    `json:"init_process_pid"`
+	Start uint64 `json:"init_process_start"`
+	// CgroupPaths are the cgroup directories libcontainer made, by
+	// controller.
+	CgroupPaths map[string]string `json:"cgroup_paths"`
+}
+
+func readLibcontainerState(dir, id string) (libcontainerState, bool) {
+	var st libcontainerState
+	if dir == "" {
+		return st, false
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "libcontainer", id, "state.json"))
+	return st, err == nil && json.Unmarshal(data, &st) == nil
 }
 
 // libcontainerInit reads the container's init process (pid and start time)
-// from libcontainer's state in the sandbox directory, which the launcher
-// writes once the container has started; 0 when there is none.
+// from libcontainer's state; 0 when there is none.
 func libcontainerInit(dir, id string) (int, uint64) {
-	var st struct {
-		Pid   int    `json:"init_process_pid"`
-		Start uint64 `json:"init_process_start"`
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "libcontainer", id, "state.json"))
-	if err != nil || json.Unmarshal(data, &st) != nil || st.Pid <= 0 {
+	st, ok := readLibcontainerState(dir, id)
+	if !ok || st.Pid <= 0 {
 		return 0, 0
 	}
 	return st.Pid, st.Start
 }
 
-// cgroupTree lists the sandbox's cgroup directories in every mounted
-// hierarchy, and any cgroup below them, deepest first. Only a path that ends
-// in the sandbox's ID is the sandbox's own; a systemd scope is systemd's to
+// cgroupTree lists the sandbox's cgroup directories that exist, and any
+// cgroup below them, deepest first: its cgroup (cgroup) in every mounted
+// hierarchy, and any other that libcontainer recorded making for it in the
+// state directory dir (a sandbox without a cgroup of its own gets one below
+// the launcher's cgroup wherever that is writable). Only a directory named
+// by the sandbox's ID is the sandbox's own; a systemd scope is systemd's to
 // remove.
-func cgroupTree(id, cgroup string) []string {
-	if cgroup == "" || !strings.HasSuffix(cgroup, "/"+id) {
-		return nil
+func cgroupTree(id, cgroup, dir string) []string {
+	var bases []string
+	if cgroup != "" && strings.HasSuffix(cgroup, "/"+id) {
+		bases = append(bases, "/sys/fs/cgroup"+cgroup)
+		if entries, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
+			for _, e := range entries {
+				bases = append(bases, filepath.Join("/sys/fs/cgroup", e.Name())+cgroup)
+			}
+		}
 	}
-	bases := []string{"/sys/fs/cgroup" + cgroup}
-	if entries, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
-		for _, e := range entries {
-			bases = append(bases, filepath.Join("/sys/fs/cgroup", e.Name())+cgroup)
+	if st, ok := readLibcontainerState(dir, id); ok {
+		for _, p := range st.CgroupPaths {
+			if filepath.IsAbs(p) && filepath.Clean(p) == p && strings.HasPrefix(p, "/sys/fs/cgroup/") && filepath.Base(p) == id && !slices.Contains(bases, p) {
+				bases = append(bases, p)
+			}
 		}
 	}
 	var dirs []string
@@ -219,10 +245,9 @@ func cgroupTree(id, cgroup string) []string {
 	return dirs
 }
 
-// killCgroup kills every process in the sandbox's cgroups and waits until
-// they are empty.
-func killCgroup(id, cgroup string) error {
-	dirs := cgroupTree(id, cgroup)
+// killCgroup kills every process in the sandbox's cgroups (cgroupTree) and
+// waits until they are empty.
+func killCgroup(dirs []string) error {
 	if len(dirs) == 0 {
 		return nil
 	}
@@ -244,7 +269,7 @@ func killCgroup(id, cgroup string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kill processes in cgroup %s: %d survived SIGKILL", cgroup, left)
+			return fmt.Errorf("kill processes in cgroup %s: %d survived SIGKILL", dirs[len(dirs)-1], left)
 		}
 		time.Sleep(delay)
 	}
@@ -306,12 +331,12 @@ func cgroupProcs(dir string) ([]int, error) {
 	return pids, nil
 }
 
-// destroyCgroups removes the sandbox's cgroup directories, in every
-// hierarchy, once its processes are gone (killSandbox). A cgroup whose last
-// process has just died can stay busy for a moment: each removal is retried
-// for a while, killing anything that is (still) in it meanwhile.
-func destroyCgroups(id, cgroup string) error {
-	for _, dir := range cgroupTree(id, cgroup) {
+// destroyCgroups removes the sandbox's cgroup directories (cgroupTree) once
+// its processes are gone (killSandbox). A cgroup whose last process has just
+// died can stay busy for a moment: each removal is retried for a while,
+// killing anything that is (still) in it meanwhile.
+func destroyCgroups(dirs []string) error {
+	for _, dir := range dirs {
 		err := unix.Rmdir(dir)
 		for delay := time.Millisecond; errors.Is(err, unix.EBUSY) && delay <= time.Second; delay *= 2 {
 			if _, kerr := killCgroupProcs(dir); kerr != nil {

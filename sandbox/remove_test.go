@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -226,4 +227,41 @@ func TestPruneSparesCreation(t *testing.T) {
 	if _, err := m.Get(ctx, id); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("after rm -f: %v", err)
 	}
+}
+
+// rm -f kills whatever is in the sandbox's cgroups, not only its PID 1 (and
+// so never fails on a busy cgroup whose processes it can kill): here a
+// process of the test's own, moved into the sandbox's cgroups from outside
+// its pid namespace, as an init left by a killed launcher is.
+func TestRemoveKillsStrays(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := cgroupDirs(sb)
+	if len(dirs) == 0 {
+		t.Fatalf("sandbox has no cgroup of its own (%s): this test needs one", sb.LimitsIgnored)
+	}
+	stray := exec.Command("sleep", "1000")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stray.Process.Kill()
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0); err != nil {
+			t.Fatalf("move the stray into %s: %v", d, err)
+		}
+	}
+	if err := m.Remove(ctx, sb.ID, true); err != nil {
+		t.Fatalf("rm -f with a stray in the cgroup: %v", err)
+	}
+	if err := stray.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the stray in the sandbox's cgroup: %v, want killed", err)
+	}
+	if left := cgroupDirs(sb); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+	assertGone(t, m, sb)
 }

@@ -43,7 +43,16 @@ func (m *Manager) WarmCgroups() {
 	if cgroups.IsCgroup2UnifiedMode() {
 		return
 	}
-	if target := freezerDir(v1CgroupParent(m.mapping.Mode != launch.MapHost)); target != "" {
+	rootless := m.mapping.Mode != launch.MapHost
+	if target := freezerDir(v1CgroupParent(rootless)); target != "" {
+		if rootless {
+			// Only into a delegated parent that exists: a launcher in a
+			// cgroup it may write, when the sandbox gets none of its
+			// own, would have libcontainer make one below it.
+			if _, err := os.Stat(target); err != nil {
+				return
+			}
+		}
 		// Launchers are then born in target: no need to move each.
 		m.warmed.Store(true)
 		go migrate(os.Getpid(), target)
