@@ -6,7 +6,7 @@ import (
 	"github.com/bothy-sandbox/bothy/oci"
 )
 
-// What an image build (package build) needs of the manager.
+// What an image build (package runtimeimage) needs of the manager.
 
 // Executor is the host path of the executor binary sandboxes get.
 func (m *Manager) Executor() string { return m.opts.Executor }

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/rootfs"
 )
 
@@ -59,7 +60,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if err != nil {
 			return nil, err
 		}
-		changes, err := launch.ChangesAs(m.opts.Init, sb.IDMap, launch.ChangesRequest{Upper: sb.UpperDir, Lowers: lowers})
+		changes, err := userns.ChangesAs(m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: sb.UpperDir, Lowers: lowers})
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +83,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if opts.Export != "" {
 			// The export is made from the kept changes only, by the
 			// same rights.
-			if _, err := launch.ChangesAs(m.opts.Init, sb.IDMap, launch.ChangesRequest{Upper: sb.UpperDir, Export: opts.Export, Only: kept}); err != nil {
+			if _, err := userns.ChangesAs(m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: sb.UpperDir, Export: opts.Export, Only: kept}); err != nil {
 				return nil, err
 			}
 		}
@@ -96,7 +97,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if mnt.Kind != MountOverlay {
 			return nil, fmt.Errorf("%w: %s in sandbox %s is a %s mount (%q)", ErrNoOverlay, clean, sb.ShortID(), mnt.Kind, mnt.Spec)
 		}
-		changes, err := launch.ChangesAs(m.opts.Init, sb.IDMap, launch.ChangesRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
+		changes, err := userns.ChangesAs(m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +125,7 @@ func (m *Manager) rootfsLowers(sb *Sandbox) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read sandbox %s launch request: %w", sb.ShortID(), err)
 	}
-	var req launch.Request
+	var req ipc.Request
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("read sandbox %s launch request: %w", sb.ShortID(), err)
 	}

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/disk"
-	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 )
 
 // A sandbox's disk limit (--disk) bounds what it writes to its root
@@ -80,7 +80,7 @@ func (m *Manager) planDisk(l Limits, sec Security, ignore bool) (mode, ignored s
 		return "", "", nil
 	}
 	var why string
-	if m.mapping.Mode != launch.MapHost {
+	if m.mapping.Mode != userns.MapHost {
 		why = fmt.Sprintf("--disk needs root: a rootless sandbox's disk cannot be bounded on its own (setting a project quota needs CAP_SYS_ADMIN, mounting a filesystem image needs root); "+
 			"to bound what uid %d's sandboxes write together, an operator puts %s on a filesystem of its own size, or under a project quota set as root (see docs/security.md)",
 			os.Getuid(), m.paths.Data)

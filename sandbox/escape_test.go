@@ -278,7 +278,7 @@ func randHex(t *testing.T) string {
 }
 
 // TestSeccompProgram checks the compiled seccomp program the executor loads
-// (internal/launch, precompiledSeccomp): the executor itself runs under it,
+// (internal/launcher, precompiledSeccomp): the executor itself runs under it,
 // a syscall the profile denies gets EPERM, one newer than any the profile
 // names gets ENOSYS, as under libcontainer's own filter, and the profile is
 // compiled once for many sandboxes.

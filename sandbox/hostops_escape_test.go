@@ -118,7 +118,7 @@ echo sandbox > %[1]s/deep/er/own`, top, hostFile, hostDir))
 // directory of mode 000 (so that an unprivileged removal has to make
 // directories writable first): removing the sandbox and the volume removes
 // them, and the host directory keeps its entries and modes. Stopped by:
-// launch.RemoveTree (os.RemoveAll never follows a symlink; the chmod pass
+// userns.RemoveTree (os.RemoveAll never follows a symlink; the chmod pass
 // goes through an os.Root), run in a namespace with the sandbox's mapping.
 func TestEscapeVolumeRemove(t *testing.T) {
 	m := newManager(t)

@@ -10,13 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/docker/go-units"
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
-
-	"github.com/bothy-sandbox/bothy/internal/launch"
 )
 
 // Limits are a sandbox's resource limits, enforced by its cgroup. Zero
@@ -283,7 +282,7 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 		if len(missing) > 0 {
 			what := strings.Join(missing, ", ")
 			if len(missing) > 1 {
-				what = "/sys/fs/cgroup/{" + strings.Join(launch.RootlessControllers, ",") + "}" + parent
+				what = "/sys/fs/cgroup/{" + strings.Join(ipc.RootlessControllers, ",") + "}" + parent
 			}
 			why := fmt.Sprintf("no cgroup is delegated to uid %d (%s missing or not writable); as root, run %s",
 				os.Getuid(), what, delegateCommand(parent))
@@ -359,13 +358,13 @@ func (p cgroupPlan) finish(l Limits, problems []string, ignore bool) (cgroupPlan
 	return p, nil
 }
 
-func isRootlessController(c string) bool { return slices.Contains(launch.RootlessControllers, c) }
+func isRootlessController(c string) bool { return slices.Contains(ipc.RootlessControllers, c) }
 
 // delegateCommand is the shell an operator runs (as root) to give the
 // calling user a cgroup v1 subtree at parent in the hierarchies it needs.
 func delegateCommand(parent string) string {
 	return fmt.Sprintf("`for c in %s; do mkdir -p /sys/fs/cgroup/$c%s && chown -R %d:%d /sys/fs/cgroup/$c%s; done` (scripts/delegate-cgroups.sh; see docs/operator.md)",
-		strings.Join(launch.RootlessControllers, " "), parent, os.Getuid(), os.Getgid(), parent)
+		strings.Join(ipc.RootlessControllers, " "), parent, os.Getuid(), os.Getgid(), parent)
 }
 
 // swapAccounted reports whether the kernel accounts swap in cgroups (hs:

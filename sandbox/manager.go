@@ -20,9 +20,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
-	"github.com/bothy-sandbox/bothy/netns"
+	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/oci"
 )
 
@@ -56,7 +57,7 @@ type Options struct {
 type Manager struct {
 	opts    Options
 	paths   Paths
-	mapping launch.Mapping
+	mapping userns.Mapping
 	store   *oci.Store
 	// warmed: WarmCgroups moved this process into the sandboxes' cgroup
 	// parent, where its launchers are then born.
@@ -98,7 +99,7 @@ func Open(opts Options) (*Manager, error) {
 	if opts.UserNS == "" {
 		opts.UserNS = os.Getenv("BOTHY_USERNS")
 	}
-	mapping, err := launch.ChooseMapping(opts.UserNS)
+	mapping, err := userns.ChooseMapping(opts.UserNS)
 	if err != nil {
 		return nil, err
 	}
@@ -124,13 +125,13 @@ func (m *Manager) Store() *oci.Store { return m.store }
 func (m *Manager) Paths() Paths { return m.paths }
 
 // Mapping is the user namespace mapping new sandboxes get.
-func (m *Manager) Mapping() launch.Mapping { return m.mapping }
+func (m *Manager) Mapping() userns.Mapping { return m.mapping }
 
 // LayerDir is the layer cache for the manager's mapping: layers are owned
 // differently under each, so each has its own.
 func (m *Manager) LayerDir() string {
 	name := m.mapping.Mode
-	if m.mapping.Mode == launch.MapSubID {
+	if m.mapping.Mode == userns.MapSubID {
 		name = fmt.Sprintf("subid-%d-%d", m.mapping.UIDs[1].HostID, m.mapping.UIDs[1].Size)
 	}
 	return filepath.Join(m.paths.Layers(), name)
@@ -171,11 +172,11 @@ type CreateOptions struct {
 // Create starts a sandbox and returns once its executor answers.
 func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
 	trace.Mark("bothy", "create")
-	network, err := netns.Parse(opts.Network)
+	netMode, err := network.Parse(opts.Network)
 	if err != nil {
 		return nil, err
 	}
-	opts.Network = string(network)
+	opts.Network = string(netMode)
 	if opts.Name != "" {
 		if err := validateName(opts.Name); err != nil {
 			return nil, err
@@ -227,7 +228,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	trace.Mark("bothy", "image resolved")
 
 	id := newID()
-	cgroup, err := planCgroup(id, m.mapping.Mode != launch.MapHost, opts.Limits, opts.IgnoreLimits)
+	cgroup, err := planCgroup(id, m.mapping.Mode != userns.MapHost, opts.Limits, opts.IgnoreLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -296,14 +297,14 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, err
 	}
 	defer sock.Close()
-	files := []*os.File{sock} // launch.LauncherListenFD
+	files := []*os.File{sock} // ipc.LauncherListenFD
 	if len(opts.Cmd) > 0 {
 		mainLog, err := openMainLog(filepath.Join(dir, mainLogName))
 		if err != nil {
 			return nil, err
 		}
 		defer mainLog.Close()
-		files = append(files, mainLog) // launch.LauncherMainLogFD
+		files = append(files, mainLog) // ipc.LauncherMainLogFD
 	}
 	imageName := opts.Image
 	if imageName == "" {
@@ -311,7 +312,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	sb = &Sandbox{
 		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
-		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != launch.MapHost, IDMap: m.mapping,
+		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != userns.MapHost, IDMap: m.mapping,
 		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
 		Mounts: mounts,
 		Limits: limits, LimitsIgnored: joinNonEmpty("; ", cgroup.Ignored, diskIgnored), LimitsNotEnforced: cgroup.NotEnforced,
@@ -323,7 +324,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, err
 	}
 	trace.Mark("bothy", "state written")
-	req := launch.Request{
+	req := ipc.Request{
 		ID: id, Bundle: dir, Rootfs: filepath.Join(dir, "rootfs"), Layers: layers, LayerCache: m.LayerDir(),
 		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
 		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
@@ -346,23 +347,23 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if hostname == "" || len(hostname) > 63 {
 		hostname = id[:12]
 	}
-	if err := writeEtc(filepath.Join(dir, "etc"), netns.EtcFiles(network, hostname)); err != nil {
+	if err := writeEtc(filepath.Join(dir, "etc"), network.EtcFiles(netMode, hostname)); err != nil {
 		return nil, err
 	}
 	workdir := opts.Workdir
 	if workdir == "" {
 		workdir = img.Config.Config.WorkingDir
 	}
-	args := []string{ExecutorPath, "--ready-fd", "3", "--listen-fd", strconv.Itoa(launch.ExecutorListenFD)}
+	args := []string{ExecutorPath, "--ready-fd", "3", "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
 	if len(opts.Cmd) > 0 {
-		args = append(append(args, "--main-log-fd", strconv.Itoa(launch.ExecutorMainLogFD), "--"), opts.Cmd...)
+		args = append(append(args, "--main-log-fd", strconv.Itoa(ipc.ExecutorMainLogFD), "--"), opts.Cmd...)
 	}
 	// The executor removes the key from the environment its processes get.
 	env := append(append([]string{}, img.Config.Config.Env...), opts.Env...)
 	env = append(env, "BOTHY_API_KEY="+opts.APIKey)
 	spec, err := buildSpec(specInput{
 		ID: id, Hostname: hostname, Rootfs: req.Rootfs, Rootless: sb.Rootless,
-		Network: network, Env: env, Workdir: workdir, Executor: m.opts.Executor,
+		Network: netMode, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		EtcDir: filepath.Join(dir, "etc"), Args: args,
 		Mounts: m.specMounts(id, mounts),
 		Cgroup: cgroup, Security: opts.Security, DiskQuota: diskMode == DiskQuota,
@@ -406,7 +407,7 @@ type launcher struct {
 // enters its namespaces and mounts the root filesystem (launch.json) while
 // the caller writes the bundle, then waits on fd 4 for run (or abort) before
 // it reads config.json. files are passed on to the executor (from fd 5:
-// launch.LauncherListenFD).
+// ipc.LauncherListenFD).
 func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (*launcher, error) {
 	reportR, reportW, err := os.Pipe()
 	if err != nil {
@@ -419,7 +420,7 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, fi
 		return nil, err
 	}
 	lp := &launcher{reportR: reportR, goW: goW, stderr: &bytes.Buffer{}}
-	cmd := exec.CommandContext(ctx, m.opts.Init, launch.Arg, filepath.Join(dir, "launch.json"))
+	cmd := exec.CommandContext(ctx, m.opts.Init, ipc.Arg, filepath.Join(dir, "launch.json"))
 	cmd.ExtraFiles = append([]*os.File{reportW, goR}, files...) // fds 3, 4, then files
 	cmd.Stderr = lp.stderr
 	// A killed launcher's stray descendants must not hold Wait on its
@@ -430,7 +431,7 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, fi
 	}
 	cmd.Env = launcherEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	mapped, err := launch.Start(cmd, m.mapping)
+	mapped, err := userns.Start(cmd, m.mapping)
 	reportW.Close()
 	goR.Close()
 	if err != nil {
@@ -469,7 +470,7 @@ func (lp *launcher) run(ctx context.Context) (int, error) {
 	}
 	_, goErr := lp.goW.Write([]byte{1})
 	lp.goW.Close()
-	var res launch.Result
+	var res ipc.Result
 	decodeErr := json.NewDecoder(lp.reportR).Decode(&res)
 	waitErr := lp.cmd.Wait()
 	switch {
@@ -547,17 +548,17 @@ func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 
 // layerRefs lists the image's layers, bottom first, with their blob files:
 // the launcher extracts them inside the sandbox's user namespace.
-func (m *Manager) layerRefs(img *oci.Image) ([]launch.Layer, error) {
+func (m *Manager) layerRefs(img *oci.Image) ([]ipc.Layer, error) {
 	if len(img.Layers) == 0 {
 		return nil, errors.New("image has no layers")
 	}
-	layers := make([]launch.Layer, len(img.Layers))
+	layers := make([]ipc.Layer, len(img.Layers))
 	for i, l := range img.Layers {
 		blob, err := m.store.BlobPath(l.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
 		}
-		layers[i] = launch.Layer{DiffID: l.DiffID, Blob: blob}
+		layers[i] = ipc.Layer{DiffID: l.DiffID, Blob: blob}
 	}
 	return layers, nil
 }

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/bothy-sandbox/bothy/internal/launch"
 )
 
 // parseMounts parses and checks every -v, --volumes and --tmpfs spec of opts
@@ -90,8 +89,8 @@ func (m *Manager) volumeDirs(id string, i int) (upper, work, merged string) {
 // setupMounts creates what the mounts need on the host: named volumes on first
 // use, overlay upper, work and mount point directories. The caller holds the
 // volume lock shared.
-func (m *Manager) setupMounts(id string, mounts []Mount) ([]launch.Overlay, error) {
-	var overlays []launch.Overlay
+func (m *Manager) setupMounts(id string, mounts []Mount) ([]ipc.Overlay, error) {
+	var overlays []ipc.Overlay
 	for i := range mounts {
 		mnt := &mounts[i]
 		switch mnt.Kind {
@@ -124,7 +123,7 @@ func (m *Manager) setupMounts(id string, mounts []Mount) ([]launch.Overlay, erro
 				_ = os.Lchown(upper, int(sys.Uid), int(sys.Gid))
 			}
 			mnt.Upper = upper
-			overlays = append(overlays, launch.Overlay{Lower: mnt.HostPath, Upper: upper, Work: work, Target: merged})
+			overlays = append(overlays, ipc.Overlay{Lower: mnt.HostPath, Upper: upper, Work: work, Target: merged})
 		}
 	}
 	return overlays, nil

@@ -15,8 +15,8 @@ import (
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 )
 
 // Removal. A sandbox is made of, in the order Create makes them: its state
@@ -110,8 +110,8 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 		// alone. The upper root is the image's mount point: while it is
 		// mounted, nothing more is removed, so that rm can be run again.
 		{"disk limit removed", func() error { return m.removeDisk(id) }},
-		{"upper directory removed", func() error { return launch.RemoveAs(m.opts.Init, mapping, m.paths.upperRoot(id)) }},
-		{"state removed", func() error { return launch.RemoveAs(m.opts.Init, mapping, m.paths.dir(id)) }},
+		{"upper directory removed", func() error { return userns.RemoveAs(m.opts.Init, mapping, m.paths.upperRoot(id)) }},
+		{"state removed", func() error { return userns.RemoveAs(m.opts.Init, mapping, m.paths.dir(id)) }},
 		{"name released", func() error {
 			if sb.lost {
 				return m.paths.releaseNames(id)
@@ -133,7 +133,7 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 // settings: the cgroup of a sandbox whose record is lost. "" when it would
 // have none of its own, or a systemd scope (which systemd removes).
 func (m *Manager) plannedCgroup(id string) string {
-	rootless := m.mapping.Mode != launch.MapHost
+	rootless := m.mapping.Mode != userns.MapHost
 	var parent string
 	if cgroups.IsCgroup2UnifiedMode() {
 		parent = os.Getenv(CgroupParentEnv)

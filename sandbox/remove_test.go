@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -79,7 +80,7 @@ func TestPruneLeftovers(t *testing.T) {
 	if b.Cgroup == "" {
 		t.Fatalf("sandbox has no cgroup of its own (%s): this test needs one", b.LimitsIgnored)
 	}
-	if err := launch.RemoveTree(b.Dir); err != nil {
+	if err := userns.RemoveTree(b.Dir); err != nil {
 		t.Fatal(err)
 	}
 	// A name whose sandbox is gone, and the temporary directory of a
@@ -187,7 +188,7 @@ func TestPruneSparesCreation(t *testing.T) {
 	// A launcher that hangs: the sandbox stays creating, and Prune leaves it.
 	self, _ := os.Executable()
 	hang := filepath.Join(t.TempDir(), "hang")
-	script := "#!/bin/sh\ncase \"$1\" in " + launch.Arg + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
+	script := "#!/bin/sh\ncase \"$1\" in " + ipc.Arg + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
 	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

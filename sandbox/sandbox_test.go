@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -306,7 +307,7 @@ func TestLauncherKilledMidCreate(t *testing.T) {
 	// also removes files under a subordinate-id mapping).
 	self, _ := os.Executable()
 	hang := filepath.Join(t.TempDir(), "hang")
-	script := "#!/bin/sh\ncase \"$1\" in " + launch.Arg + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
+	script := "#!/bin/sh\ncase \"$1\" in " + ipc.Arg + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
 	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -359,17 +360,17 @@ func TestBadInput(t *testing.T) {
 func TestIDMapping(t *testing.T) {
 	modes := []string{""}
 	if os.Geteuid() != 0 {
-		modes = []string{launch.MapSingle, launch.MapSubID}
+		modes = []string{userns.MapSingle, userns.MapSubID}
 	}
 	for _, mode := range modes {
 		t.Run("mode="+mode, func(t *testing.T) {
 			m := newManagerNS(t, mode)
 			want := "1000:1000"
 			switch m.Mapping().Mode {
-			case launch.MapSingle:
+			case userns.MapSingle:
 				want = "0:0"
-			case launch.MapSubID:
-			case launch.MapHost:
+			case userns.MapSubID:
+			case userns.MapHost:
 			}
 			ctx := context.Background()
 			sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox"})
@@ -385,7 +386,7 @@ func TestIDMapping(t *testing.T) {
 			if errOut != nil {
 				t.Fatal(errOut)
 			}
-			if m.Mapping().Mode == launch.MapSubID {
+			if m.Mapping().Mode == userns.MapSubID {
 				st, err := os.Stat(filepath.Join(sb.UpperDir, "tmp", "f"))
 				if err != nil {
 					t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/bothy-sandbox/bothy/internal/disk"
-	"github.com/bothy-sandbox/bothy/netns"
+	"github.com/bothy-sandbox/bothy/network"
 )
 
 // Paths inside every sandbox.
@@ -23,10 +23,10 @@ const (
 	ExecutorPath = "/.bothy/bin/bothy-executor"
 )
 
-// Network modes, as netns names them.
+// Network modes, as package network names them.
 const (
-	NetworkNone = string(netns.None)
-	NetworkHost = string(netns.Host)
+	NetworkNone = string(network.None)
+	NetworkHost = string(network.Host)
 )
 
 // defaultCaps is the capability set of Docker and Podman's default profile.
@@ -43,7 +43,7 @@ type specInput struct {
 	ID, Hostname string
 	Rootfs       string
 	Rootless     bool
-	Network      netns.Mode
+	Network      network.Mode
 	Env          []string // image env, then the user's
 	Workdir      string
 	Executor     string // host path of the executor binary
@@ -90,7 +90,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		})
 		spec.Linux.UIDMappings, spec.Linux.GIDMappings = nil, nil
 	}
-	netns.Apply(spec, in.Network, in.Rootless)
+	network.Apply(spec, in.Network, in.Rootless)
 	// Docker's default capability set (root in the sandbox can chown,
 	// install packages and drop privileges, but not mount, load modules or
 	// trace the host), no_new_privs, seccomp; cgroup and limits.

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/client"
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 )
 
 // Status is a sandbox's life-cycle state as seen from the host.
@@ -58,7 +58,7 @@ type Sandbox struct {
 	PidStart    uint64            `json:"pid_start,omitempty"`
 	Network     string            `json:"network"`
 	Rootless    bool              `json:"rootless"`
-	IDMap       launch.Mapping    `json:"idmap"`
+	IDMap       userns.Mapping    `json:"idmap"`
 	Cmd         []string          `json:"cmd,omitempty"`
 	Env         []string          `json:"env,omitempty"`
 	Workdir     string            `json:"workdir,omitempty"`
@@ -319,7 +319,7 @@ func (p Paths) pruneNewDirs() error {
 	var errs []error
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), newDirPrefix) {
-			if err := launch.RemoveTree(filepath.Join(p.sandboxes(), e.Name())); err != nil {
+			if err := userns.RemoveTree(filepath.Join(p.sandboxes(), e.Name())); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 )
 
 var (
@@ -243,7 +243,7 @@ func (m *Manager) removeVolume(v *Volume, force bool) error {
 	}
 	// Files written by a sandbox under subordinate ids are removed from
 	// inside a namespace with the same mapping.
-	if err := launch.RemoveAs(m.opts.Init, m.mapping, trash); err != nil {
+	if err := userns.RemoveAs(m.opts.Init, m.mapping, trash); err != nil {
 		return fmt.Errorf("remove volume %s: %w", v.Name, err)
 	}
 	return nil

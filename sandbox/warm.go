@@ -8,7 +8,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 )
 
 // warmCgroupMigration moves the launcher (pid, our unwaited child, so the pid
@@ -43,7 +43,7 @@ func (m *Manager) WarmCgroups() {
 	if cgroups.IsCgroup2UnifiedMode() {
 		return
 	}
-	rootless := m.mapping.Mode != launch.MapHost
+	rootless := m.mapping.Mode != userns.MapHost
 	if target := freezerDir(v1CgroupParent(rootless)); target != "" {
 		if rootless {
 			// Only into a delegated parent that exists: a launcher in a

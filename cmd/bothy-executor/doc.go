@@ -1,7 +1,7 @@
 // Command bothy-executor is the bothy executor binary: PID 1 of every
 // sandbox, serving the executor API on a Unix socket. It is built static
 // (CGO_ENABLED=0) so it runs in any image; it loads the sandbox's seccomp
-// program when given one (--seccomp-fd, see internal/launch), turns flags
+// program when given one (--seccomp-fd, see internal/ipc), turns flags
 // into an executor.Config and calls executor.Run.
 //
 //	bothy-executor [--socket PATH | --listen-fd N] [--ready-fd N] [--seccomp-fd N [--seccomp-flags N]]

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bothy-sandbox/bothy/build"
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
+	"github.com/bothy-sandbox/bothy/runtimeimage"
 )
 
 // The commands that move images in and out of the store, with
@@ -164,7 +164,7 @@ func newLoadCmd(g *globals) *cobra.Command {
 
 func newBuildCmd(g *globals) *cobra.Command {
 	var (
-		opts      build.Options
+		opts      runtimeimage.Options
 		pluginArg string
 		format    string
 		tlsVerify bool
@@ -202,7 +202,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 			if err != nil {
 				return err
 			}
-			res, err := build.Build(cmd.Context(), m, opts)
+			res, err := runtimeimage.Build(cmd.Context(), m, opts)
 			if err != nil {
 				return err
 			}
@@ -221,7 +221,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 	f.StringVar(&pluginArg, "plugins", "", "comma-separated plugins: "+strings.Join(plugins.Names(), ", "))
 	f.StringVar(&opts.Setup, "setup", "", "shell script run as root in the build sandbox after the plugins")
 	f.BoolVar(&opts.Force, "force", false, "build from the base even if a tagged image exists")
-	f.StringVar(&opts.Network, "build-network", build.DefaultNetwork,
+	f.StringVar(&opts.Network, "build-network", runtimeimage.DefaultNetwork,
 		"network of the build sandbox: none (loopback only) or host (the host's: plugin installs need it)")
 	f.StringVar(&format, "format", "text", "output format: text or json")
 	f.StringVar(&opts.Pull.AuthFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file for pulling the base")

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -138,7 +138,7 @@ func (k *killEnv) setupCgroups(env *[]string, cgroups bool) {
 			// Rootless: the hierarchies of the controllers bothy uses,
 			// where the subtree is delegated to us.
 			if unix.Access(h+base, unix.W_OK|unix.X_OK) != nil {
-				if slices.Contains(launch.RootlessControllers, filepath.Base(h)) {
+				if slices.Contains(ipc.RootlessControllers, filepath.Base(h)) {
 					t.Skipf("requires a cgroup subtree delegated to uid %d (%s%s; scripts/delegate-cgroups.sh)", os.Geteuid(), h, base)
 				}
 				continue
@@ -696,7 +696,7 @@ func (k *killEnv) runTrial(tr trial) outcome {
 func (k *killEnv) findVictim(cli int, victim string) (int, uint64) {
 	switch victim {
 	case "launcher":
-		return childWith(cli, launch.Arg)
+		return childWith(cli, ipc.Arg)
 	case "images":
 		for _, pid := range allPids() {
 			if ppid, start, _, err := procInfo(pid); err == nil && ppid == cli {
@@ -707,7 +707,7 @@ func (k *killEnv) findVictim(cli int, victim string) (int, uint64) {
 		// The launcher's newest child running libcontainer's init:
 		// the bootstrap process, then the container's init (its
 		// sibling: libcontainer clones it with CLONE_PARENT).
-		if l, _ := childWith(cli, launch.Arg); l != 0 {
+		if l, _ := childWith(cli, ipc.Arg); l != 0 {
 			return childWith(l, "init")
 		}
 	case "executor":

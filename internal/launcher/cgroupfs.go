@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
@@ -37,10 +37,10 @@ func hideUnusedControllers(r *cgroups.Resources) {
 }
 
 // joinedControllers are the cgroup v1 controllers a root sandbox with
-// resources r joins: devices and launch.RootlessControllers, and those whose limits
+// resources r joins: devices and ipc.RootlessControllers, and those whose limits
 // r sets.
 func joinedControllers(r *cgroups.Resources) []string {
-	keep := append([]string{"devices"}, launch.RootlessControllers...)
+	keep := append([]string{"devices"}, ipc.RootlessControllers...)
 	if r != nil {
 		if r.CpusetCpus != "" || r.CpusetMems != "" {
 			keep = append(keep, "cpuset")

@@ -15,8 +15,9 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer"
 
-	"github.com/bothy-sandbox/bothy/internal/launch"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/rootfs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -29,7 +30,7 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 )
 
-// Reexec runs the launcher, the container init or one of package launch's
+// Reexec runs the launcher, the container init or one of package userns's
 // helpers when the process was started as one, and never returns in that
 // case. Call it first thing in main (and in TestMain of tests that start
 // sandboxes).
@@ -43,10 +44,10 @@ func Reexec() {
 		runtime.LockOSThread()
 		libcontainer.Init()
 		os.Exit(1) // Init only returns on failure, after reporting it.
-	case launch.Arg:
+	case ipc.Arg:
 		os.Exit(launcherMain())
 	}
-	launch.Reexec()
+	userns.Reexec()
 }
 
 // launcherMain runs in the new mount (and, rootless, user) namespace that the
@@ -57,8 +58,8 @@ func launcherMain() int {
 		fmt.Fprintln(os.Stderr, "bothy launcher: missing request path")
 		return 2
 	}
-	var req *launch.Request
-	pid, err := 0, launch.WaitMapped()
+	var req *ipc.Request
+	pid, err := 0, userns.WaitMapped()
 	if err == nil {
 		req, err = readRequest(os.Args[2])
 	}
@@ -74,7 +75,7 @@ func launcherMain() int {
 			}
 		}
 	}
-	res := launch.Result{Pid: pid}
+	res := ipc.Result{Pid: pid}
 	if err != nil {
 		res.Error = err.Error()
 	}
@@ -103,8 +104,8 @@ func waitGo() error {
 }
 
 // readRequest reads launch.json.
-func readRequest(path string) (*launch.Request, error) {
-	var req launch.Request
+func readRequest(path string) (*ipc.Request, error) {
+	var req ipc.Request
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read launch request: %w", err)
@@ -118,7 +119,7 @@ func readRequest(path string) (*launch.Request, error) {
 // mountRootfs mounts the sandbox's root filesystem and overlay volumes, all
 // in the launcher's own mount namespace: they go away with it if the launch
 // is called off.
-func mountRootfs(req *launch.Request) error {
+func mountRootfs(req *ipc.Request) error {
 	// Nothing mounted here may reach the host's mount table.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -143,7 +144,7 @@ type bundle struct {
 }
 
 // readBundle waits for the go-ahead, then reads config.json.
-func readBundle(req *launch.Request) *bundle {
+func readBundle(req *ipc.Request) *bundle {
 	b := &bundle{}
 	if b.err = waitGo(); b.err != nil {
 		return b
@@ -168,7 +169,7 @@ func readBundle(req *launch.Request) *bundle {
 
 // start starts the sandbox of the bundle read for req, on the root
 // filesystem mounted for it.
-func start(req *launch.Request, b *bundle) (int, error) {
+func start(req *ipc.Request, b *bundle) (int, error) {
 	spec, seccompProg := &b.spec, b.seccompProg
 	files, err := executorFiles(req)
 	if err != nil {
@@ -216,12 +217,12 @@ func start(req *launch.Request, b *bundle) (int, error) {
 }
 
 // executorFiles takes the descriptors the manager handed over for the
-// executor (see launch.LauncherListenFD), in the order the executor gets
+// executor (see ipc.LauncherListenFD), in the order the executor gets
 // them after its ready pipe.
-func executorFiles(req *launch.Request) ([]*os.File, error) {
-	fds := []int{launch.LauncherListenFD}
+func executorFiles(req *ipc.Request) ([]*os.File, error) {
+	fds := []int{ipc.LauncherListenFD}
 	if req.MainLog {
-		fds = append(fds, launch.LauncherMainLogFD)
+		fds = append(fds, ipc.LauncherMainLogFD)
 	}
 	var files []*os.File
 	for _, fd := range fds {
@@ -238,7 +239,7 @@ func executorFiles(req *launch.Request) ([]*os.File, error) {
 
 // mountOverlay extracts the layers that are not in the cache yet and mounts
 // the overlay on target.
-func mountOverlay(req *launch.Request, target string) error {
+func mountOverlay(req *ipc.Request, target string) error {
 	cache, err := rootfs.OpenCache(req.LayerCache, req.UnpackOptions())
 	if err != nil {
 		return err
@@ -268,7 +269,7 @@ func mountOverlay(req *launch.Request, target string) error {
 
 // run runs the executor in container with its ready pipe as fd 3 and files
 // from fd 4 on.
-func run(container *libcontainer.Container, spec *specs.Spec, req launch.Request, files []*os.File) (int, error) {
+func run(container *libcontainer.Container, spec *specs.Spec, req ipc.Request, files []*os.File) (int, error) {
 	logFile, err := os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("open executor log: %w", err)
@@ -362,7 +363,7 @@ func logTail(path string) string {
 }
 
 // mountOverlays mounts the request's overlay volumes.
-func mountOverlays(req *launch.Request) error {
+func mountOverlays(req *ipc.Request) error {
 	for _, o := range req.Overlays {
 		data, err := rootfs.OverlayOptions([]string{o.Lower}, o.Upper, o.Work, req.Rootless())
 		if err != nil {

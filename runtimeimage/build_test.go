@@ -1,4 +1,4 @@
-package build_test
+package runtimeimage_test
 
 import (
 	"archive/tar"
@@ -23,14 +23,14 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/bothy-sandbox/bothy/build"
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/internal/launch"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
+	"github.com/bothy-sandbox/bothy/runtimeimage"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -136,17 +136,17 @@ func TestBuildPaths(t *testing.T) {
 	epoch := time.Unix(1700000000, 0)
 	// apt downloads from Debian's archive: the build sandbox needs the
 	// host's network, which it has only when asked for.
-	opts := build.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: setup, Epoch: epoch, Network: sandbox.NetworkHost}
+	opts := runtimeimage.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: setup, Epoch: epoch, Network: sandbox.NetworkHost}
 	if testing.Verbose() {
 		opts.Progress = os.Stderr
 	}
 
 	// Scratch: from the base, all three tags.
-	first, err := build.Build(ctx, m, opts)
+	first, err := runtimeimage.Build(ctx, m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Path != build.PathScratch || !slices.Equal(first.Added, first.Names) || len(first.Names) != 3 {
+	if first.Path != runtimeimage.PathScratch || !slices.Equal(first.Added, first.Names) || len(first.Names) != 3 {
 		t.Fatalf("first build: path %s, added %v, names %v", first.Path, first.Added, first.Names)
 	}
 	if !slices.Equal(first.Installed, []string{"jq-test"}) {
@@ -164,14 +164,14 @@ func TestBuildPaths(t *testing.T) {
 	if len(img1.Layers) != len(base.Layers)+2 || !slices.Equal(layerDigests(img1)[:len(base.Layers)], layerDigests(base)) {
 		t.Errorf("layers %v: want the base's %v, a change layer and the executor layer", layerDigests(img1), layerDigests(base))
 	}
-	if !img1.Config.Created.Equal(epoch) || img1.Config.Config.Labels[build.LabelSource] != first.Tags.Source {
+	if !img1.Config.Created.Equal(epoch) || img1.Config.Config.Labels[runtimeimage.LabelSource] != first.Tags.Source {
 		t.Errorf("config: created %v, labels %v", img1.Config.Created, img1.Config.Config.Labels)
 	}
 	if sum := topLayerFile(t, s, img1, ".bothy/bin/bothy-executor"); sum != fileSum(t, testenv.Executor(t)) {
 		t.Errorf("top layer's executor has sha256 %s, want the executor's", sum)
 	}
 	wantOwner := "1234"
-	if m.Mapping().Mode == launch.MapSingle {
+	if m.Mapping().Mode == userns.MapSingle {
 		wantOwner = "0" // only root is mapped: chown fails, the script goes on
 	}
 	got := sh(t, m, first.Image, "jq -n '6*7'; cat /etc/bothy-built; stat -c %u /etc/bothy-built; test -e /etc/issue && echo issue; ls -A /etc/skel")
@@ -180,11 +180,11 @@ func TestBuildPaths(t *testing.T) {
 	}
 
 	// Reuse: the source tag is there.
-	again, err := build.Build(ctx, m, opts)
+	again, err := runtimeimage.Build(ctx, m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Path != build.PathReuse || again.Image != first.Image || len(again.Added) != 0 {
+	if again.Path != runtimeimage.PathReuse || again.Image != first.Image || len(again.Added) != 0 {
 		t.Errorf("second build: path %s, image %s, added %v", again.Path, again.Image, again.Added)
 	}
 	t.Logf("reuse: %.3fs", again.Seconds)
@@ -199,11 +199,11 @@ func TestBuildPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 := newManager(t, paths, exec2)
-	swapped, err := build.Build(ctx, m2, opts)
+	swapped, err := runtimeimage.Build(ctx, m2, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if swapped.Path != build.PathLock || swapped.Tags.Lock != first.Tags.Lock || swapped.Tags.Source == first.Tags.Source ||
+	if swapped.Path != runtimeimage.PathLock || swapped.Tags.Lock != first.Tags.Lock || swapped.Tags.Source == first.Tags.Source ||
 		!slices.Equal(swapped.Added, swapped.Names[:1]) {
 		t.Errorf("new executor: path %s, tags %+v, added %v", swapped.Path, swapped.Tags, swapped.Added)
 	}
@@ -221,11 +221,11 @@ func TestBuildPaths(t *testing.T) {
 	// versioned image, whose plugin is already there.
 	opts2 := opts
 	opts2.Setup = writeFile(t, "echo v2 > /etc/bothy-v2\n")
-	on, err := build.Build(ctx, m2, opts2)
+	on, err := runtimeimage.Build(ctx, m2, opts2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if on.Path != build.PathVersioned || len(on.Installed) != 0 || !slices.Equal(on.Added, on.Names[:2]) {
+	if on.Path != runtimeimage.PathVersioned || len(on.Installed) != 0 || !slices.Equal(on.Added, on.Names[:2]) {
 		t.Errorf("new setup: path %s, installed %v, added %v", on.Path, on.Installed, on.Added)
 	}
 	img3, _ := s.Resolve(ctx, on.Image)
@@ -242,11 +242,11 @@ func TestBuildPaths(t *testing.T) {
 	// Reproducible: the same inputs built again from scratch give the
 	// same digests.
 	opts.Force = true
-	rebuilt, err := build.Build(ctx, m, opts)
+	rebuilt, err := runtimeimage.Build(ctx, m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rebuilt.Path != build.PathScratch || rebuilt.Image != first.Image {
+	if rebuilt.Path != runtimeimage.PathScratch || rebuilt.Image != first.Image {
 		img, _ := s.Resolve(ctx, rebuilt.Image)
 		t.Errorf("rebuild: path %s, image %s (layers %v), want %s (layers %v)", rebuilt.Path, rebuilt.Image, layerDigests(img), first.Image, layerDigests(img1))
 	}
@@ -270,25 +270,25 @@ func TestBuildFailures(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		opts build.Options
+		opts runtimeimage.Options
 		want []string
 	}{
-		{"failing setup", build.Options{Setup: writeFile(t, "echo half > /etc/half\necho boom >&2\nexit 3\n")}, []string{"setup script", "exited 3", "boom"}},
-		{"missing setup file", build.Options{Setup: "/nonexistent/setup.sh"}, []string{"setup", "/nonexistent/setup.sh"}},
-		{"base not in registry", build.Options{Base: host + "/nope/missing:1", Pull: transfer.PullOptions{TLSVerify: &noTLS}}, []string{"base image", "nope/missing"}},
-		{"base archive missing", build.Options{Base: "oci-archive:/nonexistent/base.tar"}, []string{"base image", "/nonexistent/base.tar"}},
-		{"failing plugin", build.Options{Plugins: []plugins.Recipe{{Name: "bad", Packages: []string{"no-such-package-bothy"}, Check: "false"}}, Network: sandbox.NetworkHost},
+		{"failing setup", runtimeimage.Options{Setup: writeFile(t, "echo half > /etc/half\necho boom >&2\nexit 3\n")}, []string{"setup script", "exited 3", "boom"}},
+		{"missing setup file", runtimeimage.Options{Setup: "/nonexistent/setup.sh"}, []string{"setup", "/nonexistent/setup.sh"}},
+		{"base not in registry", runtimeimage.Options{Base: host + "/nope/missing:1", Pull: transfer.PullOptions{TLSVerify: &noTLS}}, []string{"base image", "nope/missing"}},
+		{"base archive missing", runtimeimage.Options{Base: "oci-archive:/nonexistent/base.tar"}, []string{"base image", "/nonexistent/base.tar"}},
+		{"failing plugin", runtimeimage.Options{Plugins: []plugins.Recipe{{Name: "bad", Packages: []string{"no-such-package-bothy"}, Check: "false"}}, Network: sandbox.NetworkHost},
 			[]string{"plugin bad", "no-such-package-bothy"}},
 		// The default network is none: apt cannot reach the archive, and
 		// the error says what to do.
-		{"plugin without network", build.Options{Plugins: []plugins.Recipe{jqRecipe}}, []string{"plugin jq-test", "--build-network host"}},
-		{"unknown network", build.Options{Network: "bridged"}, []string{"build network", `"bridged"`}},
+		{"plugin without network", runtimeimage.Options{Plugins: []plugins.Recipe{jqRecipe}}, []string{"plugin jq-test", "--build-network host"}},
+		{"unknown network", runtimeimage.Options{Network: "bridged"}, []string{"build network", `"bridged"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "failing plugin" && testing.Short() {
 				t.Skip("-short: needs Debian's archive")
 			}
-			res, err := build.Build(ctx, m, tc.opts)
+			res, err := runtimeimage.Build(ctx, m, tc.opts)
 			if err == nil {
 				t.Fatalf("build succeeded: %+v", res)
 			}
@@ -300,7 +300,7 @@ func TestBuildFailures(t *testing.T) {
 			list, _ := s.List(ctx)
 			for _, img := range list {
 				for _, n := range img.Names {
-					if strings.HasPrefix(n, build.Repository) {
+					if strings.HasPrefix(n, runtimeimage.Repository) {
 						t.Errorf("image %s left behind", n)
 					}
 				}
@@ -325,7 +325,7 @@ func TestBuildFailures(t *testing.T) {
 			}
 		}()
 		start := time.Now()
-		_, err := build.Build(cctx, m, build.Options{Setup: writeFile(t, "echo started\nsleep 120\n")})
+		_, err := runtimeimage.Build(cctx, m, runtimeimage.Options{Setup: writeFile(t, "echo started\nsleep 120\n")})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled build: %v", err)
 		}
@@ -347,14 +347,14 @@ func TestBuildFailures(t *testing.T) {
 // layer's files belong to root. As root it is an ordinary build.
 func TestBuildSingleMapping(t *testing.T) {
 	ctx := context.Background()
-	m := newManagerNS(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t), launch.MapSingle)
+	m := newManagerNS(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t), userns.MapSingle)
 	// apt downloads: the host's network, explicitly.
-	res, err := build.Build(ctx, m, build.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: writeFile(t, setupScript), Network: sandbox.NetworkHost})
+	res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Plugins: []plugins.Recipe{jqRecipe}, Setup: writeFile(t, setupScript), Network: sandbox.NetworkHost})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "1234"
-	if m.Mapping().Mode == launch.MapSingle {
+	if m.Mapping().Mode == userns.MapSingle {
 		want = "0"
 	}
 	if got := sh(t, m, res.Image, "jq -n 1; stat -c %u /etc/bothy-built"); got != "1\n"+want {
@@ -371,15 +371,15 @@ func TestBuildConcurrent(t *testing.T) {
 	if _, err := m.Image(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	opts := build.Options{Setup: writeFile(t, setupScript)}
-	results := make([]*build.Result, 2)
+	opts := runtimeimage.Options{Setup: writeFile(t, setupScript)}
+	results := make([]*runtimeimage.Result, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = build.Build(ctx, m, opts)
+			results[i], errs[i] = runtimeimage.Build(ctx, m, opts)
 		}()
 	}
 	wg.Wait()
@@ -462,7 +462,7 @@ func storeFiles(t *testing.T, s *oci.Store) []string {
 func TestPushPull(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t))
-	res, err := build.Build(ctx, m, build.Options{Setup: writeFile(t, setupScript)})
+	res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Setup: writeFile(t, setupScript)})
 	if err != nil {
 		t.Fatal(err)
 	}

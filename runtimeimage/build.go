@@ -1,4 +1,4 @@
-package build
+package runtimeimage
 
 import (
 	"archive/tar"
@@ -23,8 +23,8 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
-	"github.com/bothy-sandbox/bothy/internal/launch"
-	"github.com/bothy-sandbox/bothy/netns"
+	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -66,7 +66,7 @@ type Options struct {
 	// Setup is a shell script run (sh, as root) after the plugins; empty:
 	// none.
 	Setup string
-	// Network is the build sandbox's network mode (see netns): "none", its
+	// Network is the build sandbox's network mode (see package network): "none", its
 	// own namespace with loopback only, or "host", the host's namespace,
 	// which plugin installs and setup scripts that download need. Empty:
 	// DefaultNetwork. It is not an input of the tags: the same inputs built
@@ -171,7 +171,7 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		}
 		setupSum = sha256Hex(b.setup)
 	}
-	network, err := netns.Parse(cmp.Or(b.opts.Network, DefaultNetwork))
+	network, err := network.Parse(cmp.Or(b.opts.Network, DefaultNetwork))
 	if err != nil {
 		return nil, fmt.Errorf("build network: %w", err)
 	}
@@ -412,7 +412,7 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 	}
 	b.logf("committing changes")
 	return b.addLayer(ctx, comp, func(w io.Writer) error {
-		return launch.DiffAs(ctx, b.m.Init(), b.m.Mapping(), sb.UpperDir, w, rootfs.DiffOptions{Epoch: b.epoch, Exclude: excluded})
+		return userns.DiffAs(ctx, b.m.Init(), b.m.Mapping(), sb.UpperDir, w, rootfs.DiffOptions{Epoch: b.epoch, Exclude: excluded})
 	})
 }
 

@@ -1,9 +1,9 @@
-package launch
+package ipc
 
 import (
-	"os"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/rootfs"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -42,9 +42,9 @@ type Request struct {
 	Layers     []Layer `json:"layers"`
 	LayerCache string  `json:"layer_cache"`
 	// Upper and Work are the overlay's upper and work directories.
-	Upper   string  `json:"upper"`
-	Work    string  `json:"work"`
-	Mapping Mapping `json:"mapping"`
+	Upper   string         `json:"upper"`
+	Work    string         `json:"work"`
+	Mapping userns.Mapping `json:"mapping"`
 	// Overlays are overlay volumes to mount before the sandbox starts.
 	Overlays []Overlay `json:"overlays,omitempty"`
 	// StateRoot is libcontainer's state root for this sandbox.
@@ -86,18 +86,18 @@ type Layer struct {
 }
 
 // Rootless reports whether the sandbox runs in a user namespace of its own.
-func (r *Request) Rootless() bool { return r.Mapping.Mode != MapHost }
+func (r *Request) Rootless() bool { return r.Mapping.Mode != userns.MapHost }
 
 // UnpackOptions returns how layers are written for the request's mapping.
 func (r *Request) UnpackOptions() rootfs.UnpackOptions {
 	switch r.Mapping.Mode {
-	case MapSubID:
+	case userns.MapSubID:
 		// Root in a namespace that maps 0…n: chown to the image's ids
 		// works for every id the range covers.
 		n := r.Mapping.Size()
 		ident := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: n}}
 		return rootfs.UnpackOptions{Rootless: true, Chown: rootfs.IDMapChown(ident, ident), IgnoreChownErrors: true}
-	case MapSingle:
+	case userns.MapSingle:
 		// Only the caller is mapped: everything belongs to root inside.
 		return rootfs.UnpackOptions{Rootless: true}
 	default:
@@ -109,21 +109,4 @@ func (r *Request) UnpackOptions() rootfs.UnpackOptions {
 type Result struct {
 	Pid   int    `json:"pid"`
 	Error string `json:"error,omitempty"`
-}
-
-// Reexec runs the helper a re-executed bothy-init was started as (removal,
-// diff, changes under a subordinate-id mapping), and never returns in that
-// case. launcher.Reexec calls it.
-func Reexec() {
-	if len(os.Args) < 2 {
-		return
-	}
-	switch os.Args[1] {
-	case ChangesArg:
-		os.Exit(changesMain())
-	case RemoveArg:
-		os.Exit(removeMain())
-	case DiffArg:
-		os.Exit(diffMain())
-	}
 }

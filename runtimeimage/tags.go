@@ -1,4 +1,4 @@
-package build
+package runtimeimage
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package netns
+package network
 
 import (
 	"strings"

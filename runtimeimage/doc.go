@@ -7,4 +7,4 @@
 // tags), so the same inputs never build twice and a new executor only swaps
 // the top layer. Layers and configs are reproducible: the same inputs give
 // the same digests.
-package build
+package runtimeimage

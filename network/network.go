@@ -1,4 +1,4 @@
-// Package netns decides a sandbox's network: which network namespace it gets,
+// Package network decides a sandbox's network: which network namespace it gets,
 // how /sys is mounted to match, and the /etc/hosts and /etc/resolv.conf it
 // sees.
 //
@@ -6,7 +6,7 @@
 // own with only loopback, brought up by libcontainer; "host" shares the
 // host's namespace. Nothing here creates or destroys a namespace itself: the
 // sandbox's namespaces live and die with its processes.
-package netns
+package network
 
 import (
 	"fmt"

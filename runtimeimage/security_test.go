@@ -1,4 +1,4 @@
-package build_test
+package runtimeimage_test
 
 import (
 	"archive/tar"
@@ -15,11 +15,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/bothy-sandbox/bothy/build"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/plugins"
+	"github.com/bothy-sandbox/bothy/runtimeimage"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -179,7 +179,7 @@ exec /bin/busybox sh "$@"
 	// build runs, so the links are in place before anything else.
 	present := plugins.Recipe{Name: "present-test", Packages: []string{"busybox"}, Check: "true"}
 	setup := writeFile(t, "echo built > /built\ncat /evil-file /evil-dir/* 2>/dev/null >> /built || true\n")
-	res, err := build.Build(ctx, m, build.Options{Base: "hostile:1", Plugins: []plugins.Recipe{present}, Setup: setup})
+	res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "hostile:1", Plugins: []plugins.Recipe{present}, Setup: setup})
 	if after := treeSnapshot(t, hostDir); after != before {
 		t.Errorf("host directory changed by the build:\n%s\nwas:\n%s", after, before)
 	}
@@ -243,7 +243,7 @@ func TestBuildNetwork(t *testing.T) {
 	port, accepted := listener(t)
 	setup := writeFile(t, fmt.Sprintf("if nc -w 5 127.0.0.1 %d </dev/null >/dev/null; then echo reached; else echo blocked; fi > /net-result\n", port))
 
-	res, err := build.Build(ctx, m, build.Options{Base: "netbox:1", Setup: setup})
+	res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "netbox:1", Setup: setup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestBuildNetwork(t *testing.T) {
 		t.Errorf("default network: the setup script says %q", got)
 	}
 
-	res, err = build.Build(ctx, m, build.Options{Base: "netbox:1", Setup: setup, Network: sandbox.NetworkHost, Force: true})
+	res, err = runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "netbox:1", Setup: setup, Network: sandbox.NetworkHost, Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
