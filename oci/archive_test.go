@@ -1,11 +1,8 @@
 package oci
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,44 +54,6 @@ func TestImportOCIArchive(t *testing.T) {
 	}
 }
 
-// rewriteArchive copies the tar at in to a new file, passing each entry
-// through edit (which may change its body, or drop it by returning nil).
-func rewriteArchive(t *testing.T, in string, edit func(name string, body []byte) []byte) string {
-	t.Helper()
-	f, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(tr)
-		if body = edit(strings.TrimPrefix(h.Name, "./"), body); body == nil {
-			continue
-		}
-		h.Size = int64(len(body))
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write(body)
-	}
-	tw.Close()
-	out := filepath.Join(t.TempDir(), "edited.tar")
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // A corrupt, missing or mislabelled blob is an error that leaves the store
 // as it was.
 func TestImportOCIArchiveRefusesBadInput(t *testing.T) {
@@ -103,7 +62,7 @@ func TestImportOCIArchiveRefusesBadInput(t *testing.T) {
 	// The layer is the largest blob.
 	var layer string
 	var largest int
-	rewriteArchive(t, good, func(name string, body []byte) []byte {
+	ocitest.RewriteTar(t, good, func(name string, body []byte) []byte {
 		if strings.HasPrefix(name, "blobs/") && len(body) > largest {
 			layer, largest = name, len(body)
 		}
@@ -138,7 +97,7 @@ func TestImportOCIArchiveRefusesBadInput(t *testing.T) {
 	} {
 		s := newStore(t)
 		before := ocitest.Snapshot(t, s)
-		if _, err := s.ImportOCIArchive(ctx, rewriteArchive(t, good, edit), "bad"); err == nil {
+		if _, err := s.ImportOCIArchive(ctx, ocitest.RewriteTar(t, good, edit), "bad"); err == nil {
 			t.Errorf("%s: imported", what)
 		}
 		if after := ocitest.Snapshot(t, s); after != before {

@@ -351,3 +351,49 @@ func TarDir(t testing.TB, dir, out string) {
 		t.Fatal(err)
 	}
 }
+
+// RewriteTar copies the tar at in to a new file in a test directory, passing
+// each entry's body through edit (which may change it, or drop the entry by
+// returning nil), and returns the new file's path.
+func RewriteTar(t testing.TB, in string, edit func(name string, body []byte) []byte) string {
+	t.Helper()
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, err := os.Create(filepath.Join(t.TempDir(), "edited.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	tw := tar.NewWriter(out)
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body = edit(strings.TrimPrefix(h.Name, "./"), body); body == nil {
+			continue
+		}
+		h.Size = int64(len(body))
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Name()
+}

@@ -1,12 +1,10 @@
 package transfer
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,50 +38,6 @@ func writeLayout(t *testing.T, dir string, img ggcr.Image, refName string) {
 	}
 }
 
-// tarDir writes dir's content as a tar file.
-func tarDir(t *testing.T, dir, out string) {
-	t.Helper()
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		h.Name = rel
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			_, err = tw.Write(b)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestImportArchives(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
@@ -94,7 +48,7 @@ func TestImportArchives(t *testing.T) {
 	layoutDir := filepath.Join(dir, "layout")
 	writeLayout(t, layoutDir, src, "")
 	ociTar := filepath.Join(dir, "img.oci.tar")
-	tarDir(t, layoutDir, ociTar)
+	ocitest.TarDir(t, layoutDir, ociTar)
 	dockerTar := filepath.Join(dir, "img.docker.tar")
 	tag, _ := name.NewTag("example.com/d/img:7")
 	if err := tarball.WriteToFile(dockerTar, tag, dockerImage(t, 51, 2)); err != nil {
@@ -235,7 +189,7 @@ func TestPullLayoutNames(t *testing.T) {
 		s := newStore(t)
 		dir := t.TempDir()
 		writeLayout(t, filepath.Join(dir, "layout"), ociImage(t, 7, 1), tc.annotation)
-		tarDir(t, filepath.Join(dir, "layout"), filepath.Join(dir, "img.tar"))
+		ocitest.TarDir(t, filepath.Join(dir, "layout"), filepath.Join(dir, "img.tar"))
 		for _, ref := range []string{"oci:" + filepath.Join(dir, "layout"), "oci-archive:" + filepath.Join(dir, "img.tar")} {
 			img, err := Pull(ctx, s, ref+tc.suffix, PullOptions{})
 			if err != nil {

@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,8 +128,7 @@ func TestDockerArchiveLiesRefused(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write(other)
 	zw.Close()
-	bad := filepath.Join(dir, "bad.tar")
-	rewriteTar(t, good, bad, func(name string, body []byte) []byte {
+	bad := ocitest.RewriteTar(t, good, func(name string, body []byte) []byte {
 		if strings.HasSuffix(name, ".tar.gz") {
 			return gz.Bytes()
 		}
@@ -151,37 +148,6 @@ func TestDockerArchiveLiesRefused(t *testing.T) {
 		s := storeWithImage(t)
 		before := ocitest.Snapshot(t, s)
 		checkRefused(t, what, s, before, pull(s), lie)
-	}
-}
-
-// rewriteTar copies the tar in to out, passing each entry's body through edit.
-func rewriteTar(t *testing.T, in, out string, edit func(name string, body []byte) []byte) {
-	t.Helper()
-	f, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(tr)
-		body = edit(h.Name, body)
-		h.Size = int64(len(body))
-		tw.WriteHeader(h)
-		tw.Write(body)
-	}
-	tw.Close()
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
