@@ -146,14 +146,21 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 
 .PHONY: bench
 # Rootless podman needs the user's subordinate id range, as make test-rootless gives it.
-bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless).
+# BASELINE=REV (a git revision) also measures that revision's CLI, run by run in turn with this one.
+bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy.
 	@( $(call apt-install,$(BENCH_PACKAGES)) ) || echo "bench: without $(BENCH_PACKAGES), the table says so" >&2
 	@$(GO) build -tags "$(TAGS)" -o $(BIN)/bench ./internal/tools/bench && chmod a+rx $(BIN)/bench
 	@if [ "$$(id -u)" = 0 ]; then \
 		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
 		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
 	fi
-	@$(BIN)/bench -bin $(BIN) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
+	@if [ -n "$(BASELINE)" ]; then \
+		rm -rf $(BIN)/baseline && mkdir -p $(BIN)/baseline && \
+		git archive $(BASELINE) | tar -x -C $(BIN)/baseline && \
+		cd $(BIN)/baseline && $(MAKE) --no-print-directory "$$PWD/bin/bothy" "$$PWD/bin/bothy-images" \
+			"$$PWD/bin/bothy-init" "$$PWD/bin/bothy-executor" >/dev/null && chmod -R a+rX $(BIN)/baseline; \
+	fi
+	@$(BIN)/bench -bin $(BIN) $(if $(BASELINE),-baseline $(BIN)/baseline/bin) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
 
 .PHONY: fmt
 fmt: ## Format the code.

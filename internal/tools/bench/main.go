@@ -33,6 +33,7 @@ func main() {
 	child := flag.Bool("child", false, "print this mode's samples as JSON (used for the rootless half)")
 	inner := flag.String("inner", "", "internal: run a runtime loop inside a private mount namespace")
 	podmanJob := flag.String("podman", "", "internal: run the podman measurements (as root inside a private mount and network namespace)")
+	baseline := flag.String("baseline", "", "also measure the bothy CLI of this bin directory (an older build), interleaved run by run with this one")
 	flag.Parse()
 	if *inner != "" {
 		innerLoop(*inner, flag.Args())
@@ -46,7 +47,13 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	r := measure(abs, *n)
+	base := *baseline
+	if base != "" {
+		if base, err = filepath.Abs(base); err != nil {
+			fatal(err)
+		}
+	}
+	r := measure(abs, base, *n)
 	if *child {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
 		return
@@ -58,7 +65,7 @@ func main() {
 		home := "/home/" + *user
 		cmd := exec.Command("setpriv", "--reuid", *user, "--regid", *user, "--init-groups",
 			"env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+home, "TMPDIR=/tmp",
-			self, "-bin", abs, "-n", fmt.Sprint(*n), "-child")
+			self, "-bin", abs, "-baseline", base, "-n", fmt.Sprint(*n), "-child")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
@@ -126,16 +133,19 @@ func printTable(w *os.File, results []*result, n int) {
 	fmt.Fprintf(w, "\nbothy bench on %s (kernel %s, %d runs per start figure; median / p90)\n\n", host, strings.TrimSpace(string(kernel)), n)
 	rows := []struct{ key, label string }{
 		{"ready/bothy", "start-to-ready: `bothy run -d` until /alive answers"},
+		{"ready/bothy-base", "start-to-ready: the baseline build's `bothy run -d`, interleaved"},
 		{"ready/crun", "start-to-ready: `crun run -d`, same executor, until /alive answers"},
 		{"ready/runc", "start-to-ready: `runc run -d`, same executor, until /alive answers"},
 		{"ready/podman", "start-to-ready: `podman run -d --network none IMAGE sleep 3600` until it returns"},
 		{"exit/bothy", "run-to-exit of `true`: `bothy run --rm IMAGE -- true`"},
+		{"exit/bothy-base", "run-to-exit of `true`: the baseline build's `bothy run --rm`, interleaved"},
 		{"exit/crun", "run-to-exit of `true`: `crun run`"},
 		{"exit/runc", "run-to-exit of `true`: `runc run`"},
 		{"exit/podman", "run-to-exit of `true`: `podman run --rm --network none IMAGE true`"},
 		{"exit/podman-net", "run-to-exit of `true`: `podman run --rm IMAGE true` (podman's default network)"},
 		{"exec/bothy", "exec round-trip of `true` through the executor socket"},
 		{"exec/bothy-cli", "exec round-trip of `true`: `bothy exec ID -- true`"},
+		{"exec/bothy-cli-base", "exec round-trip of `true`: the baseline build's `bothy exec`, interleaved"},
 		{"exec/podman", "exec round-trip of `true`: `podman exec CTR true`"},
 		{"prep/small/cold", "sandbox preparation, busybox (2 MB): first sandbox"},
 		{"prep/small/warm", "sandbox preparation, busybox (2 MB): second sandbox"},
@@ -144,7 +154,7 @@ func printTable(w *os.File, results []*result, n int) {
 		{"agent/session", "agent API: round trip of `true` in a bash session"},
 		{"agent/10mb", "agent API: 10 MB of output, streamed"},
 		{"agent/rss", "agent API: idle executor RSS"},
-		{"agent/sessions100", "agent API: 100 sessions created and used at once"},
+		{"agent/sessions100", "agent API: 15 sessions created and used at once (the executor keeps 16)"},
 		{"density/mem", "density: host memory per idle sandbox (50 running)"},
 		{"density/start50", "density: start 50 sandboxes one after another, total"},
 	}
@@ -158,6 +168,9 @@ func printTable(w *os.File, results []*result, n int) {
 	}
 	fmt.Fprintln(w)
 	for _, row := range rows {
+		if strings.HasSuffix(row.key, "-base") && !slices.ContainsFunc(results, func(r *result) bool { return len(r.Samples[row.key]) > 0 }) {
+			continue // no baseline measured
+		}
 		fmt.Fprintf(w, "| %s |", row.label)
 		for _, r := range results {
 			fmt.Fprintf(w, " %s |", cell(r, row.key))

@@ -20,8 +20,10 @@ import (
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
-// measure takes every figure for the calling user's mode.
-func measure(bin string, n int) *result {
+// measure takes every figure for the calling user's mode. When baseline names
+// the bin directory of another build, its CLI is measured too, in the same
+// loops, one run of each in turn, so that both see the same machine.
+func measure(bin, baseline string, n int) *result {
 	ctx := context.Background()
 	r := &result{Mode: "root", Samples: map[string][]int64{}, Notes: map[string]string{}}
 	if os.Geteuid() != 0 {
@@ -83,30 +85,57 @@ func measure(bin string, n int) *result {
 		r.Notes["prep/big/cold"] = "no big-image.oci.tar"
 	}
 
+	builds := []build{{"", bothy, paths}}
+	if baseline != "" {
+		if b, err := baselineBuild(ctx, baseline, bin); err != nil {
+			logf("baseline: %v", err)
+			r.Notes["ready/bothy-base"] = "baseline failed"
+		} else {
+			defer b.cleanup()
+			builds = append(builds, b.build)
+		}
+	}
+
 	logf("%s: bothy start-to-ready ×%d", r.Mode, n)
+	for _, b := range builds {
+		_, _ = b.bothy("run", "--rm", "busybox", "--", "true") // warm the page cache
+	}
+	failed := map[string]bool{}
 	for range n {
-		t0 := time.Now()
-		id, err := bothy("run", "-d", "busybox")
-		if err != nil {
-			logf("%v", err)
-			break
+		for _, b := range builds {
+			if failed[b.suffix] {
+				continue
+			}
+			t0 := time.Now()
+			id, err := b.bothy("run", "-d", "busybox")
+			if err == nil {
+				err = alive(b.paths.SocketPath(id))
+			}
+			if err != nil {
+				logf("%v", err)
+				failed[b.suffix] = true
+				continue
+			}
+			r.add("ready/bothy"+b.suffix, time.Since(t0))
+			_, _ = b.bothy("rm", "-f", id)
 		}
-		if err := alive(paths.SocketPath(id)); err != nil {
-			logf("alive: %v", err)
-			break
-		}
-		r.add("ready/bothy", time.Since(t0))
-		_, _ = bothy("rm", "-f", id)
 	}
 
 	logf("%s: bothy run-to-exit ×%d", r.Mode, n)
+	clear(failed)
 	for range n {
-		t0 := time.Now()
-		if _, err := bothy("run", "--rm", "busybox", "--", "true"); err != nil {
-			logf("%v", err)
-			break
+		for _, b := range builds {
+			if failed[b.suffix] {
+				continue
+			}
+			t0 := time.Now()
+			if _, err := b.bothy("run", "--rm", "busybox", "--", "true"); err != nil {
+				logf("%v", err)
+				failed[b.suffix] = true
+				continue
+			}
+			r.add("exit/bothy"+b.suffix, time.Since(t0))
 		}
-		r.add("exit/bothy", time.Since(t0))
 	}
 
 	logf("%s: exec round-trip", r.Mode)
@@ -124,14 +153,28 @@ func measure(bin string, n int) *result {
 				r.add("exec/bothy", time.Since(t0))
 			}
 		}
-		for i := range n + 3 {
-			t0 := time.Now()
-			if _, err := bothy("exec", id, "--", "true"); err != nil {
-				logf("bothy exec: %v", err)
-				break
+		ids := map[string]string{"": id}
+		for _, b := range builds[1:] {
+			if bid, err := b.bothy("run", "-d", "busybox"); err == nil {
+				ids[b.suffix] = bid
+				defer func() { _, _ = b.bothy("rm", "-f", bid) }()
 			}
-			if i >= 3 { // warm-up
-				r.add("exec/bothy-cli", time.Since(t0))
+		}
+		clear(failed)
+		for i := range n + 3 {
+			for _, b := range builds {
+				if ids[b.suffix] == "" || failed[b.suffix] {
+					continue
+				}
+				t0 := time.Now()
+				if _, err := b.bothy("exec", ids[b.suffix], "--", "true"); err != nil {
+					logf("bothy exec: %v", err)
+					failed[b.suffix] = true
+					continue
+				}
+				if i >= 3 { // warm-up
+					r.add("exec/bothy-cli"+b.suffix, time.Since(t0))
+				}
 			}
 		}
 		_, _ = bothy("rm", "-f", id)
