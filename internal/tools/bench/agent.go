@@ -16,7 +16,7 @@ import (
 
 // measureAgent takes the executor figures of the agent API on the default
 // image (bash sessions need bash): session round trip, output throughput,
-// idle executor memory, 100 concurrent sessions.
+// idle executor memory, concurrent sessions.
 func measureAgent(r *result, m *sandbox.Manager, bothy func(...string) (string, error)) {
 	ctx := context.Background()
 	id, err := bothy("run", "-d", "default")
@@ -89,12 +89,12 @@ func measureAgent(r *result, m *sandbox.Manager, bothy func(...string) (string, 
 	}
 	wg.Wait()
 	if failed == 0 {
-		r.add("agent/sessions100", time.Since(t0))
+		r.add("agent/sessions", time.Since(t0))
 		if rss := vmRSS(sb.Pid); rss > 0 {
-			r.Notes["agent/sessions100"] = fmt.Sprintf("executor RSS after: %.1f MB", float64(rss)/1e6)
+			r.Notes["agent/sessions"] = fmt.Sprintf("executor RSS after: %.1f MB", float64(rss)/1e6)
 		}
 	} else {
-		r.Notes["agent/sessions100"] = fmt.Sprintf("%d of %d failed", failed, sessions)
+		r.Notes["agent/sessions"] = fmt.Sprintf("%d of %d failed", failed, sessions)
 	}
 }
 

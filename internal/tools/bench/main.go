@@ -154,7 +154,7 @@ func printTable(w *os.File, results []*result, n int) {
 		{"agent/session", "agent API: round trip of `true` in a bash session"},
 		{"agent/10mb", "agent API: 10 MB of output, streamed"},
 		{"agent/rss", "agent API: idle executor RSS"},
-		{"agent/sessions100", "agent API: 15 sessions created and used at once (the executor keeps 16)"},
+		{"agent/sessions", "agent API: 15 sessions created and used at once (the executor keeps 16)"},
 		{"density/mem", "density: host memory per idle sandbox (50 running)"},
 		{"density/start50", "density: start 50 sandboxes one after another, total"},
 	}
