@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -76,40 +75,6 @@ func busyboxImage(t *testing.T, m *sandbox.Manager, name, shell string) {
 	}
 }
 
-// treeSnapshot describes every entry under dir: path, mode, content or link.
-func treeSnapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(&b, "%s %v", rel, info.Mode())
-		switch {
-		case info.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(&b, " %q", data)
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			fmt.Fprintf(&b, " -> %s", target)
-		}
-		b.WriteByte('\n')
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("snapshot %s: %v", dir, err)
-	}
-	return b.String()
-}
-
 // layerEntries reads the layer blob l: each entry's header and content.
 func layerEntries(t *testing.T, s *oci.Store, l oci.Layer) (map[string]*tar.Header, map[string]string) {
 	t.Helper()
@@ -159,7 +124,7 @@ func TestBuildHostileBase(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(hostDir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	before := treeSnapshot(t, hostDir)
+	before := testenv.Snapshot(t, hostDir)
 	shell := fmt.Sprintf(`#!/bin/busybox sh
 # A hostile base image's shell: plant links to host paths, then be sh.
 for d in /.bothy/run /.bothy /tmp / /etc; do
@@ -180,7 +145,7 @@ exec /bin/busybox sh "$@"
 	present := plugins.Recipe{Name: "present-test", Packages: []string{"busybox"}, Check: "true"}
 	setup := writeFile(t, "echo built > /built\ncat /evil-file /evil-dir/* 2>/dev/null >> /built || true\n")
 	res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "hostile:1", Plugins: []plugins.Recipe{present}, Setup: setup})
-	if after := treeSnapshot(t, hostDir); after != before {
+	if after := testenv.Snapshot(t, hostDir); after != before {
 		t.Errorf("host directory changed by the build:\n%s\nwas:\n%s", after, before)
 	}
 	if err != nil {

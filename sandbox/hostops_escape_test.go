@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -32,7 +33,7 @@ func TestEscapeDiffExport(t *testing.T) {
 	hostFile, hostDir := filepath.Join(host, "secret"), filepath.Join(host, "dir")
 	overlay := t.TempDir()
 	writeFiles(t, overlay, map[string]string{"data": "lower\n"})
-	before := snapshot(t, host)
+	before := testenv.Snapshot(t, host)
 
 	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", Volumes: []string{overlay + ":/ov:overlay"}})
 	if err != nil {
@@ -102,13 +103,13 @@ echo sandbox > %[1]s/deep/er/own`, top, hostFile, hostDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := snapshot(t, host); got != before {
+	if got := testenv.Snapshot(t, host); got != before {
 		t.Errorf("host directory changed:\n%s\nwas:\n%s", got, before)
 	}
 	if err := m.Remove(ctx, sb.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if got := snapshot(t, host); got != before {
+	if got := testenv.Snapshot(t, host); got != before {
 		t.Errorf("host directory changed by the removal:\n%s\nwas:\n%s", got, before)
 	}
 }
@@ -130,7 +131,7 @@ func TestEscapeVolumeRemove(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Chmod(filepath.Join(host, "dir"), 0o755) })
 	overlay := t.TempDir()
-	before := snapshot(t, host)
+	before := testenv.Snapshot(t, host)
 	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", Volumes: []string{"volume:trap:/v", overlay + ":/ov:overlay"}})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ chmod 000 %[1]s/locked/in %[1]s/locked`, strings.TrimSuffix(d, "/"), filepath.Jo
 	if err := m.RemoveVolume(ctx, "trap", false); err != nil {
 		t.Fatal(err)
 	}
-	if got := snapshot(t, host); got != before {
+	if got := testenv.Snapshot(t, host); got != before {
 		t.Errorf("host directory changed:\n%s\nwas:\n%s", got, before)
 	}
 }

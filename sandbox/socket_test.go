@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,38 +15,6 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
-
-// decoy is a Unix socket the test listens on elsewhere: what a replaced
-// socket file would lead the host to.
-type decoy struct {
-	path string
-	ln   *net.UnixListener
-}
-
-func newDecoy(t *testing.T, path string) *decoy {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	t.Cleanup(func() { ln.Close() })
-	return &decoy{path: path, ln: ln}
-}
-
-// untouched fails the test if anyone connected to the decoy: a connection
-// the client made is queued before its call returns.
-func (d *decoy) untouched(t *testing.T) {
-	t.Helper()
-	d.ln.SetDeadline(time.Now().Add(50 * time.Millisecond))
-	if c, err := d.ln.Accept(); err == nil {
-		buf := make([]byte, 512)
-		c.SetReadDeadline(time.Now().Add(time.Second))
-		n, _ := c.Read(buf)
-		c.Close()
-		t.Fatalf("the host connected to the decoy and sent %q", buf[:n])
-	}
-}
 
 // refused checks that a request through c is refused as an untrusted
 // socket, saying want.
@@ -116,14 +83,14 @@ func TestSocketReplaced(t *testing.T) {
 	}
 
 	t.Run("symlink to another socket", func(t *testing.T) {
-		d := newDecoy(t, filepath.Join(dir, "decoy.sock"))
+		d := testenv.NewDecoy(t, filepath.Join(dir, "decoy.sock"))
 		swap(t, func() {
-			if err := os.Symlink(d.path, sb.Socket); err != nil {
+			if err := os.Symlink(d.Path, sb.Socket); err != nil {
 				t.Fatal(err)
 			}
 		})
 		refused(t, reread(t).Client(), "symlink")
-		d.untouched(t)
+		d.Untouched(t)
 	})
 	t.Run("regular file", func(t *testing.T) {
 		swap(t, func() {
@@ -134,10 +101,10 @@ func TestSocketReplaced(t *testing.T) {
 		refused(t, reread(t).Client(), "not a socket")
 	})
 	t.Run("another socket", func(t *testing.T) {
-		var d *decoy
-		swap(t, func() { d = newDecoy(t, sb.Socket) })
+		var d *testenv.Decoy
+		swap(t, func() { d = testenv.NewDecoy(t, sb.Socket) })
 		refused(t, reread(t).Client(), "another socket")
-		d.untouched(t)
+		d.Untouched(t)
 	})
 	t.Run("another owner", func(t *testing.T) {
 		other := *reread(t)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -21,7 +22,7 @@ func TestEscapeReadOnlyVolume(t *testing.T) {
 	m := newManager(t)
 	host := t.TempDir()
 	writeFiles(t, host, map[string]string{"data": "precious\n"})
-	before := snapshot(t, host)
+	before := testenv.Snapshot(t, host)
 	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Volumes: []string{host + ":/ro:ro"}})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,7 @@ func TestEscapeReadOnlyVolume(t *testing.T) {
 	if got := run(t, sb, "cat /ro/data"); got != "precious" {
 		t.Errorf("sandbox reads %q", got)
 	}
-	if got := snapshot(t, host); got != before {
+	if got := testenv.Snapshot(t, host); got != before {
 		t.Errorf("host directory behind a read-only volume changed:\n%s\nwas:\n%s", got, before)
 	}
 }
@@ -61,7 +62,7 @@ func TestEscapeOverlayVolume(t *testing.T) {
 	if err := os.Chmod(filepath.Join(host, "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshot(t, host)
+	before := testenv.Snapshot(t, host)
 	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Volumes: []string{host + ":/ov:overlay"}})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestEscapeOverlayVolume(t *testing.T) {
 	if code, out := runCode(t, sb, "umount /ov && echo pwned > /ov/data"); code == 0 {
 		t.Errorf("umount of the overlay volume succeeded: %s", out)
 	}
-	if got := snapshot(t, host); got != before {
+	if got := testenv.Snapshot(t, host); got != before {
 		t.Errorf("host directory under an overlay volume changed:\n%s\nwas:\n%s", got, before)
 	}
 }
@@ -97,7 +98,7 @@ func TestEscapeVolumeSymlink(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := snapshot(t, parent)
+			before := testenv.Snapshot(t, parent)
 			sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Volumes: []string{vol + ":/v:" + mode}})
 			if err != nil {
 				t.Fatal(err)
@@ -112,7 +113,7 @@ func TestEscapeVolumeSymlink(t *testing.T) {
 			// Writes through the links land in the sandbox's rootfs.
 			runCode(t, sb, "echo pwned > /v/up/pwned; mkdir -p /v/abs && echo pwned > /v/abs/pwned; echo pwned > /v/absfile; "+
 				"echo pwned > /v/upup"+parent+"/pwned2; echo pwned > /v/root/pwned3")
-			if got := snapshot(t, parent); got != before {
+			if got := testenv.Snapshot(t, parent); got != before {
 				t.Errorf("host files beside the volume changed:\n%s\nwas:\n%s", got, before)
 			}
 			if _, err := os.Lstat("/pwned3"); !os.IsNotExist(err) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
 	"github.com/bothy-sandbox/bothy/rootfs"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -30,41 +30,6 @@ func runCode(t *testing.T, sb *sandbox.Sandbox, cmd string) (int, string) {
 		t.Fatalf("run %q: %v", cmd, err)
 	}
 	return res.ExitCode, strings.TrimSpace(res.Stdout + res.Stderr)
-}
-
-// snapshot describes every entry under dir (path, type, mode, content or
-// link target): two equal snapshots mean nothing under dir changed.
-func snapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(&b, "%s %v", rel, info.Mode())
-		switch {
-		case info.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(&b, " %q", data)
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			fmt.Fprintf(&b, " -> %s", target)
-		}
-		b.WriteByte('\n')
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("snapshot %s: %v", dir, err)
-	}
-	return b.String()
 }
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -87,7 +52,7 @@ func TestVolumes(t *testing.T) {
 	rw, ro := filepath.Join(base, "rw"), filepath.Join(base, "ro")
 	writeFiles(t, rw, map[string]string{"old": "old\n"})
 	writeFiles(t, ro, map[string]string{"file": "original\n", "sub/deep": "deep\n"})
-	roBefore := snapshot(t, ro)
+	roBefore := testenv.Snapshot(t, ro)
 
 	sb, err := m.Create(ctx, sandbox.CreateOptions{
 		Image:   "busybox",
@@ -113,7 +78,7 @@ func TestVolumes(t *testing.T) {
 			t.Errorf("%q in a read-only volume succeeded: %s", cmd, out)
 		}
 	}
-	if got := snapshot(t, ro); got != roBefore {
+	if got := testenv.Snapshot(t, ro); got != roBefore {
 		t.Errorf("read-only host directory changed:\n%s\nwas:\n%s", got, roBefore)
 	}
 	// Named volume: created on first use, under the data directory.
@@ -189,7 +154,7 @@ func TestOverlayVolume(t *testing.T) {
 	ctx := context.Background()
 	host := filepath.Join(t.TempDir(), "project")
 	writeFiles(t, host, map[string]string{"main.go": "package main\n", "docs/a.md": "a\n", "docs/b.md": "b\n", "keep/k": "k\n"})
-	before := snapshot(t, host)
+	before := testenv.Snapshot(t, host)
 
 	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", Volumes: []string{host + ":/work:overlay", host + ":/ref:ro,overlay"}})
 	if err != nil {
@@ -199,7 +164,7 @@ func TestOverlayVolume(t *testing.T) {
 	if got := run(t, sb, "cat /work/main.go; ls /work/docs"); got != "package main\n// edited\nc.md" {
 		t.Errorf("sandbox sees %q", got)
 	}
-	if got := snapshot(t, host); got != before {
+	if got := testenv.Snapshot(t, host); got != before {
 		t.Errorf("host directory under an overlay volume changed:\n%s\nwas:\n%s", got, before)
 	}
 	// ro,overlay: the sandbox cannot write it at all, and sees the host's
@@ -250,7 +215,7 @@ func TestOverlayVolume(t *testing.T) {
 	if _, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Target: "/work", Export: export}); err != nil {
 		t.Fatal(err)
 	}
-	if got := snapshot(t, export); !strings.Contains(got, `main.go -rw-r--r-- "package main\n// edited\n"`) ||
+	if got := testenv.Snapshot(t, export); !strings.Contains(got, `main.go -rw-r--r-- "package main\n// edited\n"`) ||
 		!strings.Contains(got, `new/dir/f -rw-r--r-- "n\n"`) || !strings.Contains(got, `docs/c.md`) || strings.Contains(got, "a.md") {
 		t.Errorf("export:\n%s", got)
 	}
@@ -262,7 +227,7 @@ func TestOverlayVolume(t *testing.T) {
 	if _, err := m.Diff(ctx, sb.ID, sandbox.DiffOptions{Export: rootExport}); err != nil {
 		t.Fatal(err)
 	}
-	if got := snapshot(t, rootExport); !strings.Contains(got, `etc/motd -rw-r--r-- "x\n"`) || strings.Contains(got, "hosts") || strings.Contains(got, "work") {
+	if got := testenv.Snapshot(t, rootExport); !strings.Contains(got, `etc/motd -rw-r--r-- "x\n"`) || strings.Contains(got, "hosts") || strings.Contains(got, "work") {
 		t.Errorf("root filesystem export:\n%s", got)
 	}
 	upper := d.Upper
@@ -288,7 +253,7 @@ func TestOverlayVolume(t *testing.T) {
 	if _, err := os.Stat(upper); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("overlay volume upper dir after rm: %v", err)
 	}
-	if got := snapshot(t, host); got != before {
+	if got := testenv.Snapshot(t, host); got != before {
 		t.Errorf("host directory changed after rm:\n%s", got)
 	}
 }

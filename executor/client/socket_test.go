@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,40 +12,8 @@ import (
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 )
-
-// decoy is a Unix socket listening elsewhere: what an attacker would have
-// the client connect to instead of the executor.
-type decoy struct {
-	path string
-	ln   *net.UnixListener
-}
-
-func newDecoy(t *testing.T, path string) *decoy {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	t.Cleanup(func() { ln.Close() })
-	return &decoy{path: path, ln: ln}
-}
-
-// untouched fails the test if anyone connected: a connection the client
-// made is already queued when its call returns, so a short deadline finds
-// it.
-func (d *decoy) untouched(t *testing.T) {
-	t.Helper()
-	d.ln.SetDeadline(time.Now().Add(50 * time.Millisecond))
-	if c, err := d.ln.Accept(); err == nil {
-		buf := make([]byte, 512)
-		c.SetReadDeadline(time.Now().Add(time.Second))
-		n, _ := c.Read(buf)
-		c.Close()
-		t.Fatalf("the client connected to the decoy and sent %q", buf[:n])
-	}
-}
 
 // TestSocketIdentity replaces a live executor's socket file with what a
 // sandbox could have put there and checks that a client bound to the
@@ -106,14 +73,14 @@ func TestSocketIdentity(t *testing.T) {
 	}
 
 	t.Run("symlink to another socket", func(t *testing.T) {
-		d := newDecoy(t, filepath.Join(dir, "decoy.sock"))
+		d := testenv.NewDecoy(t, filepath.Join(dir, "decoy.sock"))
 		swap(t, func() {
-			if err := os.Symlink(d.path, sock); err != nil {
+			if err := os.Symlink(d.Path, sock); err != nil {
 				t.Fatal(err)
 			}
 		})
 		refused(t, newClient(id), "symlink")
-		d.untouched(t)
+		d.Untouched(t)
 	})
 	t.Run("symlink to the executor's own socket", func(t *testing.T) {
 		swap(t, func() {
@@ -140,10 +107,10 @@ func TestSocketIdentity(t *testing.T) {
 		refused(t, newClient(id), "not a socket")
 	})
 	t.Run("another socket", func(t *testing.T) {
-		var d *decoy
-		swap(t, func() { d = newDecoy(t, sock) })
+		var d *testenv.Decoy
+		swap(t, func() { d = testenv.NewDecoy(t, sock) })
 		refused(t, newClient(id), "another socket")
-		d.untouched(t)
+		d.Untouched(t)
 	})
 	t.Run("another owner", func(t *testing.T) {
 		other := id

@@ -4,6 +4,8 @@ package testenv
 
 import (
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/internal/testimage"
 )
@@ -116,4 +119,73 @@ func ShortTempDir(t testing.TB) string {
 		_ = os.RemoveAll(d)
 	})
 	return d
+}
+
+// Snapshot describes every entry under dir (path, type, mode, content or
+// link target): two equal snapshots mean nothing under dir changed.
+func Snapshot(t testing.TB, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(&b, "%s %v", rel, info.Mode())
+		switch {
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %q", data)
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			fmt.Fprintf(&b, " -> %s", target)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("snapshot %s: %v", dir, err)
+	}
+	return b.String()
+}
+
+// Decoy is a Unix socket listening where a test says: what a replaced socket
+// file would lead a client to.
+type Decoy struct {
+	Path string
+	ln   *net.UnixListener
+}
+
+// NewDecoy listens on path until the test ends.
+func NewDecoy(t testing.TB, path string) *Decoy {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	t.Cleanup(func() { ln.Close() })
+	return &Decoy{Path: path, ln: ln}
+}
+
+// Untouched fails the test if anyone connected to the decoy: a connection a
+// client made is queued before its call returns, so a short deadline finds
+// it.
+func (d *Decoy) Untouched(t testing.TB) {
+	t.Helper()
+	d.ln.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	if c, err := d.ln.Accept(); err == nil {
+		buf := make([]byte, 512)
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		n, _ := c.Read(buf)
+		c.Close()
+		t.Fatalf("a client connected to the decoy and sent %q", buf[:n])
+	}
 }
