@@ -20,11 +20,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -102,6 +104,22 @@ func contractServer(t testing.TB, opts executor.Options, rec *recorder) *contrac
 	return c
 }
 
+// contractNeedBash skips a test that needs bash (the sessions, OpenHands'
+// run) where there is none.
+func contractNeedBash(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("requires bash: the sessions are bash")
+	}
+}
+
+// contractCtx bounds a test's requests.
+func contractCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // goClient returns the Go client of the executor, with its key.
 func (c *contractConn) goClient(t testing.TB) *client.Client {
 	gc := client.New(c.socket, client.WithAPIKey(c.key))
@@ -141,7 +159,7 @@ func (c *contractConn) open(t testing.TB, method, path string, body []byte, hdr 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(testCtx(t), method, "http://executor"+path, rd)
+	req, err := http.NewRequestWithContext(contractCtx(t), method, "http://executor"+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func tarGz(t *testing.T, pairs ...string) string {
 // ErrorBody shape with a code that goes with its status, and renaming
 // any property the answers carry makes them fail.
 func TestOpenAPISchemas(t *testing.T) {
-	needBash(t)
+	contractNeedBash(t)
 	doc := loadOpenAPIFile(t, "../docs/openapi.yaml")
 	rec := &recorder{}
 	dir := t.TempDir()
@@ -199,7 +199,7 @@ func exerciseInfo(t *testing.T, c *contractConn) {
 }
 
 func exerciseProcesses(t *testing.T, c *contractConn, dir string) {
-	ctx := testCtx(t)
+	ctx := contractCtx(t)
 	gc := c.goClient(t)
 	// Wait mode: text, bytes, truncated, timed out, failed to start.
 	if _, err := gc.Run(ctx, api.RunRequest{Cmd: "echo out; echo err >&2", Env: map[string]string{"K": "V"}, Cwd: dir, Timeout: 30}); err != nil {
@@ -289,7 +289,7 @@ func exerciseProcesses(t *testing.T, c *contractConn, dir string) {
 }
 
 func exerciseSessions(t *testing.T, c *contractConn, dir string) {
-	ctx := testCtx(t)
+	ctx := contractCtx(t)
 	gc := c.goClient(t)
 	if _, err := gc.CreateSession(ctx, api.SessionCreateRequest{Name: "build", Cwd: dir, Env: map[string]string{"A": "1"}, NoChangeTimeout: 5, MaxOutput: 1000}); err != nil {
 		t.Fatal(err)
@@ -331,7 +331,7 @@ func exerciseSessions(t *testing.T, c *contractConn, dir string) {
 }
 
 func exerciseFiles(t *testing.T, c *contractConn, dir string) {
-	ctx := testCtx(t)
+	ctx := contractCtx(t)
 	gc := c.goClient(t)
 	f := filepath.Join(dir, "files")
 	a := filepath.Join(f, "a.txt")
@@ -434,7 +434,7 @@ func exerciseFiles(t *testing.T, c *contractConn, dir string) {
 }
 
 func exerciseOpenHands(t *testing.T, c *contractConn, dir string) {
-	ctx := testCtx(t)
+	ctx := contractCtx(t)
 	gc := c.goClient(t)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("l0\nl1\n"), 0o644)
 	for _, a := range []struct{ kind, args string }{

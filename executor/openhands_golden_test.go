@@ -318,7 +318,7 @@ func goldenCases(t *testing.T) []goldenCase {
 // after normaliseGolden, in testdata/golden/openhands (-update rewrites
 // them).
 func TestOpenHandsGolden(t *testing.T) {
-	needBash(t)
+	contractNeedBash(t)
 	cases := goldenCases(t)
 	names := map[string]bool{}
 	for _, gc := range cases {
