@@ -124,7 +124,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	jupyter := &contractPlugin{name: "jupyter", actions: []string{api.ActionRunIPython}}
 	vscode := &contractPlugin{name: "vscode", token: "vs-token"}
 	c := contractServer(t, executor.Options{
-		APIKey: "contract-key", Cwd: dir, NoChangeTimeout: 5 * time.Second, MaxRequestBody: 64 << 10,
+		APIKey: "contract-key", Cwd: dir, NoChangeTimeout: 5 * time.Second, MaxRequestBody: 64 << 10, MaxUpload: 64 << 10,
 		Plugins: []executor.Plugin{starting, jupyter, vscode},
 	}, rec)
 	exerciseInfo(t, c)
@@ -304,6 +304,7 @@ func exerciseSessions(t *testing.T, c *contractConn, dir string) {
 	c.expect(t, 200, "GET", "/v1/sessions/build", "")
 	c.expect(t, 404, "GET", "/v1/sessions/nope", "")
 	c.expect(t, 400, "GET", "/v1/sessions/bad!name", "", inv...)
+	c.expect(t, 400, "DELETE", "/v1/sessions/bad!name", "", inv...)
 
 	run := "/v1/sessions/build/run"
 	if _, err := gc.RunSession(ctx, "build", api.SessionRunRequest{Command: "echo hi", Timeout: 30}); err != nil {
@@ -342,6 +343,8 @@ func exerciseFiles(t *testing.T, c *contractConn, dir string) {
 	c.expect(t, 200, "PUT", "/v1/files?path="+q(a)+"&append=1", "four\n", oct...)
 	c.expect(t, 409, "PUT", "/v1/files?path="+q(a)+"&exclusive=true", "x", oct...)
 	c.expect(t, 400, "PUT", "/v1/files?path=rel.txt", "x", oct...)
+	big := strings.Repeat("x", 70<<10)
+	c.expect(t, 413, "PUT", "/v1/files?path="+q(filepath.Join(f, "big")), big, oct...)
 	c.expect(t, 400, "PUT", "/v1/files?path="+q(a)+"&colour=red", "x", append(inv, oct...)...)
 	os.WriteFile(filepath.Join(f, "x.png"), []byte(pngHeader+strings.Repeat("\x00", 64)), 0o644)
 	os.WriteFile(filepath.Join(f, "x.bin"), []byte("\x00\x01\x02"), 0o644)
@@ -365,6 +368,7 @@ func exerciseFiles(t *testing.T, c *contractConn, dir string) {
 	}
 	c.expect(t, 200, "GET", "/v1/files/stat?path="+q(filepath.Join(f, "link")), "")
 	c.expect(t, 404, "GET", "/v1/files/stat?path="+q(filepath.Join(f, "nope")), "")
+	c.expect(t, 400, "GET", "/v1/files/stat?path=rel", "")
 	c.expect(t, 200, "GET", "/v1/files/list?path="+q(f)+"&recursive=1&max_depth=2&hidden=0", "")
 	c.expect(t, 200, "GET", "/v1/files/list?path="+q(f), "")
 	c.expect(t, 200, "GET", "/v1/files/list?path="+q(filepath.Join(f, "sub", "deep")), "")
@@ -409,6 +413,7 @@ func exerciseFiles(t *testing.T, c *contractConn, dir string) {
 	c.expect(t, 400, "GET", "/v1/files/download?path="+q(up)+"&format=rar", "", inv...)
 
 	c.expect(t, 200, "DELETE", "/v1/files?path="+q(b), "")
+	c.expect(t, 413, "POST", "/v1/files/upload?path="+q(filepath.Join(up, "big")), big, oct...)
 	c.expect(t, 409, "DELETE", "/v1/files?path="+q(up), "")
 	if err := gc.Delete(ctx, up, true); err != nil {
 		t.Fatal(err)
@@ -479,6 +484,8 @@ func exerciseOpenHands(t *testing.T, c *contractConn, dir string) {
 	body, ct = multipartFiles(t, "d.zip", string(zipBytes(t, "d/x.txt", "x")))
 	c.expect(t, 200, "POST", "/upload_file?destination="+q(filepath.Join(dir, "ohup"))+"&recursive=true", body, "Content-Type", ct)
 	c.expect(t, 400, "POST", "/upload_file?destination=rel", body, "Content-Type", ct)
+	body, ct = multipartFiles(t, "big.txt", strings.Repeat("x", 70<<10))
+	c.expect(t, 413, "POST", "/upload_file?destination="+q(filepath.Join(dir, "ohup")), body, "Content-Type", ct)
 	c.expect(t, 400, "POST", "/upload_file", "raw", append(inv, "Content-Type", "text/plain")...)
 	c.expect(t, 200, "GET", "/download_files?path="+q(filepath.Join(dir, "ohup")), "")
 	c.expect(t, 200, "GET", "/download_files?path="+q(filepath.Join(dir, "notes.txt")), "")
