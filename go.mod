@@ -20,6 +20,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/ulikunitz/xz v0.5.16
 	go.podman.io/image/v5 v5.41.2
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/net v0.56.0
 	golang.org/x/sys v0.49.0
 	mvdan.cc/sh/v3 v3.14.1
@@ -78,7 +79,6 @@ require (
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 	go.opentelemetry.io/otel/sdk/metric v1.44.0 // indirect
 	go.podman.io/storage v1.64.2 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
