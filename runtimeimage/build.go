@@ -171,11 +171,11 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		}
 		setupSum = sha256Hex(b.setup)
 	}
-	network, err := network.Parse(cmp.Or(b.opts.Network, DefaultNetwork))
+	net, err := network.NewPlan(network.Options{Mode: cmp.Or(b.opts.Network, DefaultNetwork)}, network.Target{})
 	if err != nil {
 		return nil, fmt.Errorf("build network: %w", err)
 	}
-	b.opts.Network = string(network)
+	b.opts.Network = string(net.Mode)
 	b.execPath = b.m.Executor()
 	if b.execPath == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
@@ -369,7 +369,7 @@ func (b *builder) executorHistory() v1.History {
 // as a layer. The sandbox is removed whatever happens.
 func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Composer) (layer oci.Layer, err error) {
 	sb, err := b.m.Create(ctx, sandbox.CreateOptions{
-		Image: img.Digest.String(), Network: b.opts.Network,
+		Image: img.Digest.String(), Network: network.Options{Mode: b.opts.Network},
 		Labels: map[string]string{"io.bothy.build": "1"},
 	})
 	if err != nil {

@@ -140,7 +140,9 @@ type CreateOptions struct {
 	// Env and Workdir apply to the executor and every command it runs.
 	Env     []string
 	Workdir string
-	Network string // NetworkNone (default) or NetworkHost
+	// Network is the sandbox's network (package network): its Mode is
+	// NetworkNone (the default) or NetworkHost.
+	Network network.Options
 	// APIKey is required by the executor on every route but /alive; empty:
 	// a random key of the sandbox's own (Sandbox.APIKey).
 	APIKey string
@@ -168,11 +170,16 @@ type CreateOptions struct {
 // Create starts a sandbox and returns once its executor answers.
 func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
 	trace.Mark("bothy", "create")
-	netMode, err := network.Parse(opts.Network)
+	id := newID()
+	hostname := opts.Name
+	if hostname == "" || len(hostname) > 63 {
+		hostname = id[:12]
+	}
+	rootless := m.mapping.Mode != userns.MapHost
+	net, err := network.NewPlan(opts.Network, network.Target{ID: id, Hostname: hostname, Rootless: rootless})
 	if err != nil {
 		return nil, err
 	}
-	opts.Network = string(netMode)
 	if opts.Name != "" {
 		if err := validateName(opts.Name); err != nil {
 			return nil, err
@@ -223,7 +230,6 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	trace.Mark("bothy", "image resolved")
 
-	id := newID()
 	cgroup, err := planCgroup(id, m.mapping.Mode != userns.MapHost, opts.Limits, opts.IgnoreLimits)
 	if err != nil {
 		return nil, err
@@ -308,7 +314,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	sb = &Sandbox{
 		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
-		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != userns.MapHost, IDMap: m.mapping,
+		Created: time.Now().UTC(), Network: string(net.Mode), Rootless: m.mapping.Mode != userns.MapHost, IDMap: m.mapping,
 		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
 		Mounts: mounts,
 		Limits: limits, LimitsIgnored: joinNonEmpty("; ", cgroup.Ignored, diskIgnored), LimitsNotEnforced: cgroup.NotEnforced,
@@ -338,12 +344,14 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	defer lp.abort()
 	trace.Mark("bothy", "launcher started")
-
-	hostname := opts.Name
-	if hostname == "" || len(hostname) > 63 {
-		hostname = id[:12]
+	if net.Setup != nil {
+		if err := net.Setup(ctx, network.Attachment{ID: id, Dir: dir, LauncherPid: sb.LauncherPid}); err != nil {
+			return nil, fmt.Errorf("set up network %s: %w", net.Mode, err)
+		}
+		trace.Mark("bothy", "network set up")
 	}
-	if err := writeEtc(filepath.Join(dir, "etc"), network.EtcFiles(netMode, hostname)); err != nil {
+
+	if err := writeEtc(filepath.Join(dir, "etc"), net.Etc.Files()); err != nil {
 		return nil, err
 	}
 	workdir := opts.Workdir
@@ -359,7 +367,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	env = append(env, "BOTHY_API_KEY="+opts.APIKey)
 	spec, err := buildSpec(specInput{
 		ID: id, Hostname: hostname, Rootfs: req.Rootfs, Rootless: sb.Rootless,
-		Network: netMode, Env: env, Workdir: workdir, Executor: m.opts.Executor,
+		Network: net, Env: env, Workdir: workdir, Executor: m.opts.Executor,
 		EtcDir: filepath.Join(dir, "etc"), Args: args,
 		Mounts: m.specMounts(id, mounts),
 		Cgroup: cgroup, Security: opts.Security, DiskQuota: diskMode == DiskQuota,

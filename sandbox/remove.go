@@ -17,6 +17,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 )
 
 // Removal. A sandbox is made of, in the order Create makes them: its state
@@ -84,10 +85,12 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 //     mounts, which live in the launcher's and the sandbox's mount
 //     namespaces, go with the last of them;
 //  2. cgroups removed, in every hierarchy;
-//  3. upper directory removed (the data tree);
-//  4. state removed: the state directory, with the bundle, libcontainer's
+//  3. network removed: what the network mode's setup made on the host;
+//  4. disk limit removed: its image's mount, or its project quota;
+//  5. upper directory removed (the data tree);
+//  6. state removed: the state directory, with the bundle, libcontainer's
 //     state, the socket directory and state.json;
-//  5. name released.
+//  7. name released.
 //
 // A step that fails stops the cleanup: the state directory, which names the
 // sandbox, stays until everything but its name is gone, so that a failure
@@ -106,6 +109,11 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 	}{
 		{"processes killed", func() error { return killSandbox(sb, cgroup) }},
 		{"cgroups removed", func() error { return destroyCgroups(cgroupTree(id, cgroup, sb.Dir)) }},
+		// What the network's setup made on the host, found from the ID
+		// and the state directory (which is still there) alone.
+		{"network removed", func() error {
+			return network.Teardown(context.Background(), network.Attachment{ID: id, Dir: m.paths.dir(id)})
+		}},
 		// The disk limit's image mount or project quota, found from the ID
 		// alone. The upper root is the image's mount point: while it is
 		// mounted, nothing more is removed, so that rm can be run again.

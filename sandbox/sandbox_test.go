@@ -17,6 +17,7 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -225,7 +226,7 @@ func dirSize(t *testing.T, dir string) int64 {
 
 func TestNetworkHost(t *testing.T) {
 	m := newManager(t)
-	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Network: sandbox.NetworkHost})
+	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Network: network.Options{Mode: sandbox.NetworkHost}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{sandbox.CreateOptions{Image: "nosuch:image"}, "not found"},
 		{sandbox.CreateOptions{Image: "busybox", Name: "bad name/.."}, "invalid sandbox name"},
-		{sandbox.CreateOptions{Image: "busybox", Network: "bridge"}, "unknown network mode"},
+		{sandbox.CreateOptions{Image: "busybox", Network: network.Options{Mode: "nosuch"}}, "unknown network mode"},
 		{sandbox.CreateOptions{Image: "busybox", Workdir: "relative"}, "must be absolute"},
 	} {
 		_, err := m.Create(ctx, tc.opts)

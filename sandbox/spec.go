@@ -43,7 +43,7 @@ type specInput struct {
 	ID, Hostname string
 	Rootfs       string
 	Rootless     bool
-	Network      network.Mode
+	Network      *network.Plan
 	Env          []string // image env, then the user's
 	Workdir      string
 	Executor     string // host path of the executor binary
@@ -90,7 +90,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		})
 		spec.Linux.UIDMappings, spec.Linux.GIDMappings = nil, nil
 	}
-	network.Apply(spec, in.Network, in.Rootless)
+	in.Network.Apply(spec)
 	// Docker's default capability set (root in the sandbox can chown,
 	// install packages and drop privileges, but not mount, load modules or
 	// trace the host), no_new_privs, seccomp; cgroup and limits.

@@ -769,8 +769,8 @@ var (
 		"bothy:launcher started", "bothy:bundle written", "bothy:launcher reported", "bothy:ready"}
 	launcherSteps = []string{"launcher:overlay mounted", "launcher:go-ahead", "launcher:container created",
 		"launcher:container running (libcontainer Run)", "launcher:executor ready"}
-	removeSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: upper directory removed",
-		"bothy:rm: state removed"}
+	removeSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: network removed",
+		"bothy:rm: disk limit removed", "bothy:rm: upper directory removed", "bothy:rm: state removed"}
 )
 
 func TestKillAnyStep(t *testing.T) {
