@@ -99,16 +99,16 @@ func TestPlanCgroupUndelegated(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
 		t.Skip("requires a cgroup v1 host: /sys/fs/cgroup/memory is missing")
 	}
-	t.Setenv(CgroupParentEnv, "/bothy-never-delegated-"+strconv.Itoa(os.Getpid()))
-	_, err := planCgroup("abc", true, Limits{PidsLimit: 5}, false)
+	co := CgroupOptions{Parent: "/bothy-never-delegated-" + strconv.Itoa(os.Getpid())}
+	_, err := planCgroup(co, "abc", true, Limits{PidsLimit: 5}, false)
 	if !errors.Is(err, ErrLimits) || !strings.Contains(err.Error(), "mkdir -p") {
 		t.Fatalf("want the fix in ErrLimits, got %v", err)
 	}
-	plan, err := planCgroup("abc", true, Limits{PidsLimit: 5}, true)
+	plan, err := planCgroup(co, "abc", true, Limits{PidsLimit: 5}, true)
 	if err != nil || plan.Path != "" || plan.Ignored == "" || !plan.Limits.IsZero() {
 		t.Fatalf("ignored: %+v %v", plan, err)
 	}
-	plan, err = planCgroup("abc", true, Limits{}, false)
+	plan, err = planCgroup(co, "abc", true, Limits{}, false)
 	if err != nil || plan.Path != "" || plan.Missing == "" || plan.Ignored != "" {
 		t.Fatalf("no limits: %+v %v", plan, err)
 	}
@@ -119,12 +119,12 @@ func TestPlanCgroupUndelegated(t *testing.T) {
 		t.Errorf("default pids limit without a cgroup: limits %+v, not enforced %q", plan.Limits, plan.NotEnforced)
 	}
 	// -1, no pids limit, asks for nothing.
-	plan, err = planCgroup("abc", true, Limits{PidsLimit: -1}, false)
+	plan, err = planCgroup(co, "abc", true, Limits{PidsLimit: -1}, false)
 	if err != nil || plan.Path != "" || plan.NotEnforced != "" || !plan.Limits.IsZero() {
 		t.Errorf("--pids-limit 0: %+v %v", plan, err)
 	}
-	t.Setenv(CgroupParentEnv, "relative/path")
-	if _, err := planCgroup("abc", true, Limits{}, false); err == nil {
+	co.Parent = "relative/path"
+	if _, err := planCgroup(co, "abc", true, Limits{}, false); err == nil {
 		t.Error("relative BOTHY_CGROUP_PARENT accepted")
 	}
 }

@@ -26,26 +26,30 @@ import (
 // DefaultImage is the name the embedded default image is imported under.
 const DefaultImage = "bothy-default:latest"
 
-// Options configure a Manager.
+// Options configure a Manager. The library reads no environment: the CLI
+// fills these from its flags and environment (cmd/bothy).
 type Options struct {
+	// Paths are the state and data trees. Default: DefaultPaths with the
+	// default UserDirs.
 	Paths Paths
 	// Executor is the host path of the bothy-executor binary. Default:
-	// $BOTHY_EXECUTOR, else bothy-executor beside the running binary.
+	// bothy-executor beside the running binary.
 	Executor string
 	// Init is the binary re-executed as launcher and container init; it must
-	// call launcher.Reexec first thing. Default: $BOTHY_INIT, else bothy-init
-	// beside the running binary.
+	// call launcher.Reexec first thing. Default: bothy-init beside the
+	// running binary.
 	Init string
 	// DefaultArchive is the OCI archive of the embedded default image.
-	// Default: $BOTHY_DEFAULT_IMAGE, else default-image.oci.tar beside the
-	// running binary or in ../share/bothy.
+	// Default: default-image.oci.tar beside the running binary or in
+	// ../share/bothy.
 	DefaultArchive string
 	// Progress receives pull and import progress; nil discards it.
 	Progress io.Writer
 	// UserNS chooses the rootless id mapping: "" (subordinate ids when
 	// /etc/subuid and newuidmap allow, else single), "single" or "subid".
-	// Default: $BOTHY_USERNS.
 	UserNS string
+	// Cgroups say where sandboxes' cgroups go.
+	Cgroups CgroupOptions
 }
 
 // Manager creates and finds sandboxes. It holds no state of its own beyond
@@ -63,7 +67,7 @@ type Manager struct {
 // Open prepares the directories and returns a Manager.
 func Open(opts Options) (*Manager, error) {
 	if opts.Paths == (Paths{}) {
-		p, err := DefaultPaths()
+		p, err := DefaultPaths(UserDirs{})
 		if err != nil {
 			return nil, err
 		}
@@ -78,22 +82,18 @@ func Open(opts Options) (*Manager, error) {
 	}
 	selfDir := filepath.Dir(self)
 	if opts.Executor == "" {
-		opts.Executor = firstExisting(os.Getenv("BOTHY_EXECUTOR"), filepath.Join(selfDir, "bothy-executor"))
+		opts.Executor = firstExisting(filepath.Join(selfDir, "bothy-executor"))
 	}
 	if opts.Init == "" {
-		opts.Init = firstExisting(os.Getenv("BOTHY_INIT"), filepath.Join(selfDir, "bothy-init"))
+		opts.Init = firstExisting(filepath.Join(selfDir, "bothy-init"))
 	}
 	if opts.DefaultArchive == "" {
-		opts.DefaultArchive = firstExisting(os.Getenv("BOTHY_DEFAULT_IMAGE"),
-			filepath.Join(selfDir, "default-image.oci.tar"),
+		opts.DefaultArchive = firstExisting(filepath.Join(selfDir, "default-image.oci.tar"),
 			filepath.Join(selfDir, "..", "share", "bothy", "default-image.oci.tar"))
 	}
 	store, err := oci.Open(opts.Paths.Images())
 	if err != nil {
 		return nil, err
-	}
-	if opts.UserNS == "" {
-		opts.UserNS = os.Getenv("BOTHY_USERNS")
 	}
 	mapping, err := userns.ChooseMapping(opts.UserNS)
 	if err != nil {
@@ -230,7 +230,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	trace.Mark("bothy", "image resolved")
 
-	cgroup, err := planCgroup(id, m.mapping.Mode != userns.MapHost, opts.Limits, opts.IgnoreLimits)
+	cgroup, err := planCgroup(m.opts.Cgroups, id, m.mapping.Mode != userns.MapHost, opts.Limits, opts.IgnoreLimits)
 	if err != nil {
 		return nil, err
 	}

@@ -144,12 +144,12 @@ func (m *Manager) plannedCgroup(id string) string {
 	rootless := m.mapping.Mode != userns.MapHost
 	var parent string
 	if cgroups.IsCgroup2UnifiedMode() {
-		parent = os.Getenv(CgroupParentEnv)
+		parent = m.opts.Cgroups.Parent
 		if parent == "" && !rootless {
 			parent = "/bothy"
 		}
 	} else {
-		parent = v1CgroupParent(rootless)
+		parent = v1CgroupParent(m.opts.Cgroups.Parent, rootless)
 	}
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
 		return ""

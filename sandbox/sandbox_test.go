@@ -16,6 +16,7 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -24,6 +25,7 @@ import (
 // The test binary is the launcher and container init of the sandboxes it
 // starts, as runc's libcontainer/integration tests do.
 func TestMain(m *testing.M) {
+	trace.Configure(trace.FromEnv()) // as bothy-init's main does
 	launcher.Reexec()
 	os.Exit(m.Run())
 }
@@ -37,9 +39,20 @@ func newManager(t *testing.T) *sandbox.Manager {
 // user namespace mode ("" for the best available).
 func newManagerNS(t *testing.T, userns string) *sandbox.Manager {
 	t.Helper()
+	return newManagerWith(t, sandbox.Options{UserNS: userns})
+}
+
+// newManagerWith is newManager with opts, whose Paths, Executor and Init
+// it fills in.
+func newManagerWith(t *testing.T, opts sandbox.Options) *sandbox.Manager {
+	t.Helper()
 	root := testenv.ShortTempDir(t)
 	self, _ := os.Executable()
-	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: testenv.Executor(t), Init: self, UserNS: userns})
+	opts.Paths, opts.Executor, opts.Init = sandbox.PathsUnder(root), testenv.Executor(t), self
+	// make test builds the default image (the tests that need it skip
+	// without it).
+	opts.DefaultArchive = os.Getenv("BOTHY_DEFAULT_IMAGE")
+	m, err := sandbox.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

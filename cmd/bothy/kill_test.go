@@ -149,7 +149,7 @@ func (k *killEnv) setupCgroups(env *[]string, cgroups bool) {
 		}
 		k.cgroot = append(k.cgroot, h+k.parent)
 	}
-	*env = append(*env, sandbox.CgroupParentEnv+"="+k.parent)
+	*env = append(*env, cgroupParentEnv+"="+k.parent)
 }
 
 // cleanup removes what a failed test left in its own cgroup parent (its
