@@ -190,7 +190,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, err
 	}
 	if slices.ContainsFunc(mounts, func(mnt Mount) bool { return mnt.Kind == MountVolume }) {
-		unlock, err := m.lockVolumes(false)
+		unlock, err := m.lockVolumes(ctx, false)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +242,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	// here on, whatever step a kill stops this at, it names what is left,
 	// and ps -a, rm and prune find it. Its lock, held until the sandbox
 	// runs, tells them a creator is at work.
-	unlock, err := m.paths.makeDir(id)
+	unlock, err := m.paths.makeDir(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	defer func() {
 		if err != nil {
 			if rec, rerr := m.paths.readStateLocked(id); rerr == nil {
-				_ = m.cleanup(id, rec)
+				_ = m.cleanup(context.WithoutCancel(ctx), id, rec)
 			}
 		}
 	}()
@@ -445,6 +445,9 @@ func (m *Manager) layerRefs(img *oci.Image) ([]ipc.Layer, error) {
 
 // Get finds a sandbox by name, ID or unique ID prefix.
 func (m *Manager) Get(ctx context.Context, ref string) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	id, err := m.paths.resolve(ref)
 	if err != nil {
 		return nil, err
@@ -460,6 +463,9 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	}
 	var out []*Sandbox
 	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		sb, err := m.paths.readState(id)
 		if err != nil {
 			continue // removed meanwhile, or not yet written
@@ -471,13 +477,19 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 }
 
 // Stop sends SIGTERM to the sandbox's PID 1 (the executor forwards it to its
-// children), and SIGKILL after grace.
+// children), and SIGKILL after grace. It waits for the sandbox's lock (a
+// creator, rm or another stop at work) and then for PID 1 to be gone, and
+// gives up either wait with ctx's error when ctx is done: a sandbox it had
+// not signalled yet is untouched, one it had may still be stopping.
 func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	id, err := m.paths.resolve(ref)
 	if err != nil {
 		return err
 	}
-	unlock, err := m.paths.lock(id)
+	unlock, err := m.paths.lock(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -486,28 +498,42 @@ func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) err
 	if err != nil {
 		return err
 	}
-	return stopProcess(sb.Pid, sb.PidStart, grace)
+	return stopProcess(ctx, sb.Pid, sb.PidStart, grace)
 }
 
-func stopProcess(pid int, start uint64, grace time.Duration) error {
+// stopProcess stops the process named by pid and start time: SIGTERM, then
+// SIGKILL after grace (at once without one); it returns once the process is
+// gone, or with ctx's error when ctx is done first.
+func stopProcess(ctx context.Context, pid int, start uint64, grace time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if !alive(pid, start) {
 		// Gone, or a zombie leader whose last threads may still be
 		// exiting: wait for the whole group (at once for a plain zombie).
-		waitGone(pid, start, 10*time.Second)
+		if !waitGone(ctx, pid, start, 10*time.Second) {
+			return ctx.Err()
+		}
 		return nil
 	}
 	if grace > 0 {
 		if err := signalProcess(pid, start, unix.SIGTERM); err != nil {
 			return err
 		}
-		if waitGone(pid, start, grace) {
+		if waitGone(ctx, pid, start, grace) {
 			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	if err := signalProcess(pid, start, unix.SIGKILL); err != nil {
 		return err
 	}
-	if !waitGone(pid, start, 10*time.Second) {
+	if !waitGone(ctx, pid, start, 10*time.Second) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		return fmt.Errorf("process %d survived SIGKILL", pid)
 	}
 	return nil

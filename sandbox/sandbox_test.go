@@ -417,3 +417,34 @@ func TestIDMapping(t *testing.T) {
 		})
 	}
 }
+
+// TestStopRemoveCancelled: Stop and Remove with a context already done
+// return its error and touch nothing: the sandbox still runs and answers,
+// and stops and goes with a live context.
+func TestStopRemoveCancelled(t *testing.T) {
+	m := newManager(t)
+	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.Stop(done, sb.ID, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Stop: %v, want context.Canceled", err)
+	}
+	if err := m.Remove(done, sb.ID, true); !errors.Is(err, context.Canceled) {
+		t.Errorf("Remove -f: %v, want context.Canceled", err)
+	}
+	if got, err := m.Get(context.Background(), sb.ID); err != nil || got.Status != sandbox.StatusRunning {
+		t.Fatalf("after cancelled stop and rm: %v %v, want running", got, err)
+	}
+	if got := run(t, sb, "echo ok"); got != "ok" {
+		t.Errorf("the sandbox answers %q", got)
+	}
+	if err := m.Stop(context.Background(), sb.ID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(context.Background(), sb.ID, false); err != nil {
+		t.Fatal(err)
+	}
+}
