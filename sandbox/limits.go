@@ -13,7 +13,6 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/docker/go-units"
 	"github.com/moby/sys/mountinfo"
-	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -250,13 +249,13 @@ func v1Mount(hs []hierarchy, controller string) string {
 // cgroup has the pids controller, and otherwise skipped with the reason in
 // the plan's NotEnforced, never refused, so that a rootless caller without a
 // delegated cgroup can still start sandboxes; -1 asks for no pids limit.
-func planCgroup(co CgroupOptions, id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
+func planCgroup(host cgroupLayout, co CgroupOptions, id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
 	defaultPids := l.PidsLimit == 0
 	l.PidsLimit = max(l.PidsLimit, 0)
-	if cgroups.IsCgroup2UnifiedMode() {
-		return planCgroupV2(co, id, rootless, l, ignore, defaultPids)
+	if host.Unified() {
+		return planCgroupV2(host, co, id, rootless, l, ignore, defaultPids)
 	}
-	hs, err := cgroupHierarchies()
+	hs, err := host.Hierarchies()
 	if err != nil {
 		return cgroupPlan{}, err
 	}
@@ -270,7 +269,7 @@ func planCgroup(co CgroupOptions, id string, rootless bool, l Limits, ignore boo
 	// enforced is named, and dropped only when the caller said so.
 	problems := l.checkControllers(func(c string) bool { return v1Mount(hs, c) != "" }, "which is not mounted")
 	if l.Memory > 0 {
-		plan.SwapAccounted = swapAccounted(hs)
+		plan.SwapAccounted = swapAccounted(host, hs)
 	}
 	if l.MemorySwap > 0 && !plan.SwapAccounted {
 		problems = append(problems, "--memory-swap needs swap accounting (memory.memsw.limit_in_bytes is missing): boot the kernel with swapaccount=1, or drop --memory-swap")
@@ -287,7 +286,7 @@ func planCgroup(co CgroupOptions, id string, rootless bool, l Limits, ignore boo
 				continue
 			}
 			dir := h.Mountpoint + parent
-			if unix.Access(dir, unix.W_OK|unix.X_OK) != nil {
+			if host.Access(dir, unix.W_OK|unix.X_OK) != nil {
 				missing = append(missing, dir)
 			}
 		}
@@ -382,19 +381,15 @@ func delegateCommand(parent string) string {
 
 // swapAccounted reports whether the kernel accounts swap in cgroups (hs:
 // the mounted hierarchies).
-func swapAccounted(hs []hierarchy) bool {
+func swapAccounted(host cgroupLayout, hs []hierarchy) bool {
 	if m := v1Mount(hs, "memory"); m != "" {
-		_, err := os.Stat(filepath.Join(m, "memory.memsw.limit_in_bytes"))
-		return err == nil
+		return host.Exists(filepath.Join(m, "memory.memsw.limit_in_bytes"))
 	}
 	for _, h := range hs {
 		if h.V2 {
-			_, err := os.Stat(filepath.Join(h.Mountpoint, "memory.swap.max"))
-			if err != nil {
-				// The root cgroup has no memory.swap.max; look at ours.
-				_, err = os.Stat(filepath.Join(h.Mountpoint, "init.scope", "memory.swap.max"))
-			}
-			return err == nil
+			// The root cgroup has no memory.swap.max; look at ours.
+			return host.Exists(filepath.Join(h.Mountpoint, "memory.swap.max")) ||
+				host.Exists(filepath.Join(h.Mountpoint, "init.scope", "memory.swap.max"))
 		}
 	}
 	return false

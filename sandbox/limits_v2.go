@@ -35,11 +35,11 @@ const unifiedMount = "/sys/fs/cgroup"
 //
 // defaultPids: no pids limit was asked for, and DefaultPidsLimit applies
 // where the pids controller is available (see planCgroup).
-func planCgroupV2(co CgroupOptions, id string, rootless bool, l Limits, ignore bool, defaultPids bool) (cgroupPlan, error) {
+func planCgroupV2(host cgroupLayout, co CgroupOptions, id string, rootless bool, l Limits, ignore bool, defaultPids bool) (cgroupPlan, error) {
 	plan := cgroupPlan{Version: 2}
 	if l.Memory > 0 {
-		if hs, err := cgroupHierarchies(); err == nil {
-			plan.SwapAccounted = swapAccounted(hs)
+		if hs, err := host.Hierarchies(); err == nil {
+			plan.SwapAccounted = swapAccounted(host, hs)
 		}
 	}
 	parent, manager := co.Parent, co.Manager
@@ -56,7 +56,7 @@ func planCgroupV2(co CgroupOptions, id string, rootless bool, l Limits, ignore b
 				uid := os.Getuid()
 				slice = fmt.Sprintf("%s/user.slice/user-%d.slice/user@%d.service", unifiedMount, uid, uid)
 			}
-			plan.defaultPids(&l, slices.Contains(availableV2(slice), "pids"), "systemd does not delegate the pids controller to "+slice)
+			plan.defaultPids(&l, slices.Contains(availableV2(host, slice), "pids"), "systemd does not delegate the pids controller to "+slice)
 		}
 		return plan.finish(l, nil, ignore)
 	}
@@ -81,10 +81,10 @@ func planCgroupV2(co CgroupOptions, id string, rootless bool, l Limits, ignore b
 	}
 	// The controllers the parent can hand down: those of the nearest
 	// existing ancestor (libcontainer creates the rest of the path).
-	avail := availableV2(unifiedMount + parent)
+	avail := availableV2(host, unifiedMount+parent)
 	problems := l.checkControllers(func(c string) bool { return slices.Contains(avail, c) }, "which "+parent+" does not delegate")
 	plan.Path = parent + "/" + id
-	if rootless && !writableAncestor(unifiedMount+parent) {
+	if rootless && !writableAncestor(host, unifiedMount+parent) {
 		why := fmt.Sprintf("%s%s is not writable by uid %d: point %s at a cgroup delegated to you that holds your processes, or unset it and run bothy in a systemd user session (see docs/operator.md)",
 			unifiedMount, parent, os.Getuid(), parentName)
 		if l.needsCgroup() {
@@ -100,9 +100,9 @@ func planCgroupV2(co CgroupOptions, id string, rootless bool, l Limits, ignore b
 
 // availableV2 returns cgroup.controllers of dir or its nearest existing
 // ancestor.
-func availableV2(dir string) []string {
+func availableV2(host cgroupLayout, dir string) []string {
 	for d := dir; strings.HasPrefix(d, unifiedMount); d = filepath.Dir(d) {
-		if data, err := os.ReadFile(filepath.Join(d, "cgroup.controllers")); err == nil {
+		if data, err := host.ReadFile(filepath.Join(d, "cgroup.controllers")); err == nil {
 			return strings.Fields(string(data))
 		}
 		if d == unifiedMount {
@@ -114,11 +114,11 @@ func availableV2(dir string) []string {
 
 // writableAncestor reports whether dir exists and is writable, or its
 // nearest existing ancestor is (so that it can be created).
-func writableAncestor(dir string) bool {
+func writableAncestor(host cgroupLayout, dir string) bool {
 	for d := dir; strings.HasPrefix(d, unifiedMount); d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			return unix.Access(d, unix.W_OK|unix.X_OK) == nil &&
-				unix.Access(filepath.Join(d, "cgroup.procs"), unix.W_OK) == nil
+		if host.Exists(d) {
+			return host.Access(d, unix.W_OK|unix.X_OK) == nil &&
+				host.Access(filepath.Join(d, "cgroup.procs"), unix.W_OK) == nil
 		}
 		if d == unifiedMount {
 			break

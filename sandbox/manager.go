@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
-	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/oci"
@@ -59,6 +57,12 @@ type Manager struct {
 	paths   Paths
 	mapping userns.Mapping
 	store   *oci.Store
+	// The seams creation goes through: the image store (store), the
+	// launchers' starter and the host's cgroups; unit tests put fakes
+	// there.
+	images    imageStore
+	launchers launcherStarter
+	cgroups   cgroupLayout
 	// warmed: WarmCgroups moved this process into the sandboxes' cgroup
 	// parent, where its launchers are then born.
 	warmed atomic.Bool
@@ -99,7 +103,9 @@ func Open(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{opts: opts, paths: opts.Paths, mapping: mapping, store: store}, nil
+	m := &Manager{opts: opts, paths: opts.Paths, mapping: mapping, store: store, images: store, cgroups: hostCgroups{}}
+	m.launchers = initLauncher{m}
+	return m, nil
 }
 
 func firstExisting(paths ...string) string {
@@ -167,240 +173,10 @@ type CreateOptions struct {
 	Security Security
 }
 
-// Create starts a sandbox and returns once its executor answers.
-func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
-	trace.Mark("bothy", "create")
-	id := newID()
-	hostname := opts.Name
-	if hostname == "" || len(hostname) > 63 {
-		hostname = id[:12]
-	}
-	rootless := m.mapping.Mode != userns.MapHost
-	net, err := network.NewPlan(opts.Network, network.Target{ID: id, Hostname: hostname, Rootless: rootless})
-	if err != nil {
-		return nil, err
-	}
-	if opts.Name != "" {
-		if err := validateName(opts.Name); err != nil {
-			return nil, err
-		}
-	}
-	mounts, err := m.parseMounts(opts)
-	if err != nil {
-		return nil, err
-	}
-	if slices.ContainsFunc(mounts, func(mnt Mount) bool { return mnt.Kind == MountVolume }) {
-		unlock, err := m.lockVolumes(ctx, false)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-	}
-	if err := opts.Limits.validate(); err != nil {
-		return nil, err
-	}
-	if err := opts.Security.validate(); err != nil {
-		return nil, err
-	}
-	if opts.APIKey == "" {
-		opts.APIKey = newAPIKey()
-	} else if err := validateAPIKey(opts.APIKey); err != nil {
-		return nil, err
-	}
-	if m.opts.Executor == "" {
-		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
-	}
-	if m.opts.Init == "" {
-		return nil, errors.New("bothy-init not found: install it beside the bothy binary or set BOTHY_INIT")
-	}
-	// Keep a concurrent image prune from deleting blobs until the launcher
-	// has extracted the layers.
-	release, err := m.store.Hold(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	img, err := m.image(ctx, opts.Image)
-	if err != nil {
-		return nil, err
-	}
-	layers, err := m.layerRefs(img)
-	if err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "image resolved")
-
-	cgroup, err := planCgroup(m.opts.Cgroups, id, m.mapping.Mode != userns.MapHost, opts.Limits, opts.IgnoreLimits)
-	if err != nil {
-		return nil, err
-	}
-	diskMode, diskIgnored, err := m.planDisk(opts.Limits, opts.Security, opts.IgnoreLimits)
-	if err != nil {
-		return nil, err
-	}
-	// The state directory comes first and goes last (see cleanup): from
-	// here on, whatever step a kill stops this at, it names what is left,
-	// and ps -a, rm and prune find it. Its lock, held until the sandbox
-	// runs, tells them a creator is at work.
-	unlock, err := m.paths.makeDir(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	trace.Mark("bothy", "directory made")
-	dir := m.paths.dir(id)
-	upperRoot := m.paths.upperRoot(id)
-	defer func() {
-		if err != nil {
-			if rec, rerr := m.paths.readStateLocked(id); rerr == nil {
-				_ = m.cleanup(context.WithoutCancel(ctx), id, rec)
-			}
-		}
-	}()
-	if opts.Name != "" {
-		if err := m.paths.reserveName(opts.Name, id); err != nil {
-			return nil, err
-		}
-		trace.Mark("bothy", "name reserved")
-	}
-	for _, d := range []string{filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"), upperRoot} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("create sandbox directory: %w", err)
-		}
-	}
-	// The disk limit goes on the upper root before anything is written in
-	// it: the overlays' upper and work directories are all below it.
-	// removeDisk finds it from the ID alone, whatever step a kill stops
-	// this at.
-	limits := cgroup.Limits
-	limits.Disk = 0
-	var disk *DiskLimit
-	if diskMode != "" {
-		if disk, err = m.setupDisk(ctx, id, upperRoot, diskMode, opts.Limits.Disk); err != nil {
-			return nil, err
-		}
-		limits.Disk = opts.Limits.Disk
-	}
-	if err := os.Mkdir(filepath.Join(upperRoot, "work"), 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox directory: %w", err)
-	}
-	// The upper directory's mode is the mode of / in the sandbox.
-	if err := os.Mkdir(filepath.Join(upperRoot, "upper"), 0o755); err != nil {
-		return nil, fmt.Errorf("create sandbox directory: %w", err)
-	}
-	overlays, err := m.setupMounts(id, mounts)
-	if err != nil {
-		return nil, err
-	}
-	// What the host connects to and reads is made here, in the state
-	// directory, and inherited by the executor.
-	sock, sockID, err := listenSocket(m.paths.SocketPath(id))
-	if err != nil {
-		return nil, err
-	}
-	defer sock.Close()
-	files := []*os.File{sock} // ipc.LauncherListenFD
-	if len(opts.Cmd) > 0 {
-		mainLog, err := openMainLog(filepath.Join(dir, mainLogName))
-		if err != nil {
-			return nil, err
-		}
-		defer mainLog.Close()
-		files = append(files, mainLog) // ipc.LauncherMainLogFD
-	}
-	imageName := opts.Image
-	if imageName == "" {
-		imageName = DefaultImage
-	}
-	sb = &Sandbox{
-		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
-		Created: time.Now().UTC(), Network: string(net.Mode), Rootless: m.mapping.Mode != userns.MapHost, IDMap: m.mapping,
-		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
-		Mounts: mounts,
-		Limits: limits, LimitsIgnored: joinNonEmpty("; ", cgroup.Ignored, diskIgnored), LimitsNotEnforced: cgroup.NotEnforced,
-		Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd, Disk: disk,
-		Security: opts.Security,
-		APIKey:   opts.APIKey, SocketIdentity: sockID,
-	}
-	if err := writeState(dir, sb); err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "state written")
-	req := ipc.Request{
-		ID: id, Bundle: dir, Rootfs: filepath.Join(dir, "rootfs"), Layers: layers, LayerCache: m.LayerDir(),
-		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
-		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
-		SystemdCgroup: cgroup.Systemd, SeccompCache: m.paths.seccompCache(), MainLog: len(opts.Cmd) > 0,
-	}
-	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
-		return nil, err
-	}
-	// The launcher starts now, mounts the root filesystem and waits for the
-	// bundle: its start-up (and the cgroup grace period, see
-	// warmCgroupMigration) overlaps ours.
-	lp, err := m.startLauncher(ctx, sb, dir, files)
-	if err != nil {
-		return nil, err
-	}
-	defer lp.abort()
-	trace.Mark("bothy", "launcher started")
-	if net.Setup != nil {
-		if err := net.Setup(ctx, network.Attachment{ID: id, Dir: dir, LauncherPid: sb.LauncherPid}); err != nil {
-			return nil, fmt.Errorf("set up network %s: %w", net.Mode, err)
-		}
-		trace.Mark("bothy", "network set up")
-	}
-
-	if err := writeEtc(filepath.Join(dir, "etc"), net.Etc.Files()); err != nil {
-		return nil, err
-	}
-	workdir := opts.Workdir
-	if workdir == "" {
-		workdir = img.Config.Config.WorkingDir
-	}
-	args := []string{ExecutorPath, "--ready-fd", "3", "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
-	if len(opts.Cmd) > 0 {
-		args = append(append(args, "--main-log-fd", strconv.Itoa(ipc.ExecutorMainLogFD), "--"), opts.Cmd...)
-	}
-	// The executor removes the key from the environment its processes get.
-	env := append(append([]string{}, img.Config.Config.Env...), opts.Env...)
-	env = append(env, "BOTHY_API_KEY="+opts.APIKey)
-	spec, err := buildSpec(specInput{
-		ID: id, Hostname: hostname, Rootfs: req.Rootfs, Rootless: sb.Rootless,
-		Network: net, Env: env, Workdir: workdir, Executor: m.opts.Executor,
-		EtcDir: filepath.Join(dir, "etc"), Args: args,
-		Mounts: m.specMounts(id, mounts),
-		Cgroup: cgroup, Security: opts.Security, DiskQuota: diskMode == DiskQuota,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := writeJSON(filepath.Join(dir, "config.json"), spec); err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "bundle written")
-	pid, err := lp.run(ctx)
-	if err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "launcher reported")
-	start, _, err := procStart(pid)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s exited at once; see %s", id[:12], req.Log)
-	}
-	sb.Pid, sb.PidStart = pid, start
-	sb.LauncherPid, sb.LauncherStart = 0, 0
-	if err := writeState(dir, sb); err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "ready")
-	return m.paths.readStateLocked(id)
-}
-
 // image resolves ref, importing the embedded default image on first use.
 func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 	if ref != "" {
-		img, err := m.store.Resolve(ctx, ref)
+		img, err := m.images.Resolve(ctx, ref)
 		if err != nil {
 			if errors.Is(err, oci.ErrNotFound) {
 				return nil, fmt.Errorf("image %s not found: pull it first with `bothy pull %s`: %w", ref, ref, err)
@@ -409,7 +185,7 @@ func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 		}
 		return img, nil
 	}
-	img, err := m.store.Resolve(ctx, DefaultImage)
+	img, err := m.images.Resolve(ctx, DefaultImage)
 	if err == nil {
 		return img, nil
 	}
@@ -419,7 +195,7 @@ func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 	if m.opts.DefaultArchive == "" {
 		return nil, errors.New("the default image archive (default-image.oci.tar) is not installed beside bothy: run `make build` or set BOTHY_DEFAULT_IMAGE, or name an image")
 	}
-	img, err = m.store.ImportOCIArchive(ctx, m.opts.DefaultArchive, DefaultImage)
+	img, err = m.images.ImportOCIArchive(ctx, m.opts.DefaultArchive, DefaultImage)
 	if err != nil {
 		return nil, fmt.Errorf("import default image from %s: %w", m.opts.DefaultArchive, err)
 	}
@@ -434,7 +210,7 @@ func (m *Manager) layerRefs(img *oci.Image) ([]ipc.Layer, error) {
 	}
 	layers := make([]ipc.Layer, len(img.Layers))
 	for i, l := range img.Layers {
-		blob, err := m.store.BlobPath(l.Digest)
+		blob, err := m.images.BlobPath(l.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
 		}
