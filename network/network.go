@@ -73,7 +73,7 @@ type Plan struct {
 	// teardown (see Teardown) from the sandbox's ID and state directory
 	// alone, whatever step a kill stopped the creation at. Nil for none and
 	// host.
-	Setup func(ctx context.Context, at Attachment) error
+	Setup func(ctx context.Context, sb Sandbox) error
 
 	rootless bool
 }
@@ -89,8 +89,8 @@ func (e Etc) Files() map[string]string {
 	return map[string]string{"hosts": e.Hosts, "hostname": e.Hostname, "resolv.conf": e.ResolvConf}
 }
 
-// Attachment is a sandbox as a mode's setup and teardown see it.
-type Attachment struct {
+// Sandbox is a sandbox as a mode's setup and teardown see it.
+type Sandbox struct {
 	// ID is the sandbox's ID: what the mode names what it makes after
 	// (interfaces, rules), so that a teardown finds it from the ID alone.
 	ID string
@@ -113,7 +113,7 @@ type mode struct {
 	// teardown removes what Setup made for a sandbox, and nothing when
 	// there is nothing of the mode's own; nil for a mode that sets up
 	// nothing. It must be idempotent.
-	teardown func(ctx context.Context, at Attachment) error
+	teardown func(ctx context.Context, sb Sandbox) error
 }
 
 var modes = map[Mode]mode{
@@ -226,12 +226,12 @@ func (p *Plan) Apply(spec *specs.Spec) {
 	}
 }
 
-// Teardown removes what any mode's Setup made for the sandbox at, found
+// Teardown removes what any mode's Setup made for the sandbox sb, found
 // from its ID and state directory alone: its record, and with it its mode,
 // may be lost. Every mode's teardown runs; none fails for a sandbox that
 // has nothing of its own. Removal calls it once the sandbox's processes are
 // gone and before its state directory is.
-func Teardown(ctx context.Context, at Attachment) error {
+func Teardown(ctx context.Context, sb Sandbox) error {
 	names := make([]Mode, 0, len(modes))
 	for n := range modes {
 		names = append(names, n)
@@ -240,7 +240,7 @@ func Teardown(ctx context.Context, at Attachment) error {
 	var errs []error
 	for _, n := range names {
 		if td := modes[n].teardown; td != nil {
-			if err := td(ctx, at); err != nil {
+			if err := td(ctx, sb); err != nil {
 				errs = append(errs, fmt.Errorf("network %s: %w", n, err))
 			}
 		}

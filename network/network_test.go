@@ -104,7 +104,7 @@ func TestNoHooks(t *testing.T) {
 			t.Errorf("%s has a setup", m)
 		}
 	}
-	if err := Teardown(context.Background(), Attachment{ID: "0123", Dir: t.TempDir()}); err != nil {
+	if err := Teardown(context.Background(), Sandbox{ID: "0123", Dir: t.TempDir()}); err != nil {
 		t.Error(err)
 	}
 }
@@ -118,8 +118,8 @@ func TestRegister(t *testing.T) {
 		plan: func(opts Options, arg string, tg Target) (*Plan, error) {
 			return &Plan{Mode: Mode("test:" + arg), Namespace: &specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/run/netns/" + tg.ID}}, nil
 		},
-		teardown: func(ctx context.Context, at Attachment) error {
-			tornDown = append(tornDown, at.ID)
+		teardown: func(ctx context.Context, sb Sandbox) error {
+			tornDown = append(tornDown, sb.ID)
 			return nil
 		},
 	})
@@ -131,7 +131,7 @@ func TestRegister(t *testing.T) {
 	if p.Mode != "test:seg" || !hasNetNS(spec) || sysType(spec) != "sysfs" {
 		t.Errorf("plan %+v: netns %v, sys %q", p, hasNetNS(spec), sysType(spec))
 	}
-	if err := Teardown(context.Background(), Attachment{ID: "abc"}); err != nil || len(tornDown) != 1 || tornDown[0] != "abc" {
+	if err := Teardown(context.Background(), Sandbox{ID: "abc"}); err != nil || len(tornDown) != 1 || tornDown[0] != "abc" {
 		t.Errorf("teardown: %v %v", tornDown, err)
 	}
 	if _, err := NewPlan(Options{Mode: "nosuch"}, Target{}); err == nil || !strings.Contains(err.Error(), `"none", "host" or "test"`) {

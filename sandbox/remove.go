@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/trace"
@@ -116,7 +115,7 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 		// What the network's setup made on the host, found from the ID
 		// and the state directory (which is still there) alone.
 		{"network removed", func() error {
-			return network.Teardown(ctx, network.Attachment{ID: id, Dir: m.paths.dir(id)})
+			return network.Teardown(ctx, network.Sandbox{ID: id, Dir: m.paths.dir(id)})
 		}},
 		// The disk limit's image mount or project quota, found from the ID
 		// alone. The upper root is the image's mount point: while it is
@@ -150,7 +149,7 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 func (m *Manager) plannedCgroup(id string) string {
 	rootless := m.mapping.Mode != userns.MapHost
 	var parent string
-	if cgroups.IsCgroup2UnifiedMode() {
+	if m.cgroups.Unified() {
 		parent = m.opts.Cgroups.Parent
 		if parent == "" && !rootless {
 			parent = "/bothy"
