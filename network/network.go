@@ -66,13 +66,15 @@ type Plan struct {
 	// Etc is what the sandbox sees in /etc/hosts, /etc/hostname and
 	// /etc/resolv.conf.
 	Etc Etc
-	// Setup, when set, makes what the mode needs on the host (interfaces,
-	// rules, a user-mode helper) after the sandbox's launcher has started
-	// and before its executor may: the sandbox's bundle is written after
-	// it. Whatever it makes must be found and removed again by the mode's
-	// teardown (see Teardown) from the sandbox's ID and state directory
-	// alone, whatever step a kill stopped the creation at. Nil for none and
-	// host.
+	// Setup, when set, makes what the mode needs on the host (a namespace,
+	// interfaces, rules, a user-mode helper) after the sandbox's launcher
+	// has started and before its executor may: the sandbox's bundle is
+	// written after it, so it may set Namespace.Path to a namespace it
+	// made (on the host as root; rootless, in the user namespace of
+	// sb.LauncherPid, which the sandbox shares). Whatever it makes must be
+	// found and removed again by the mode's teardown (see Teardown) from
+	// the sandbox's ID and directories alone, whatever step a kill stopped
+	// the creation at. Nil for none and host.
 	Setup func(ctx context.Context, sb Sandbox) error
 
 	rootless bool
@@ -99,6 +101,14 @@ type Sandbox struct {
 	// again (a namespace's bind mount, a helper's pid file). It may be gone
 	// at teardown.
 	Dir string
+	// StateRoot is bothy's state tree (the caller's, private): where a
+	// mode keeps what its sandboxes share (address and port leases, their
+	// lock) in a directory of its own.
+	StateRoot string
+	// Init is the binary bothy re-executes for its helpers (it dispatches
+	// on its first argument): what a mode runs as a watcher or as a helper
+	// in the sandbox's namespaces.
+	Init string
 	// LauncherPid is the sandbox's launcher, in the sandbox's user and
 	// mount namespaces, waiting for its bundle (Setup only).
 	LauncherPid int

@@ -334,7 +334,7 @@ func (c *creation) setupNetwork(ctx context.Context) error {
 	if c.net.Setup == nil {
 		return nil
 	}
-	if err := c.net.Setup(ctx, network.Sandbox{ID: c.id, Dir: c.dir, LauncherPid: c.sb.LauncherPid}); err != nil {
+	if err := c.net.Setup(ctx, c.m.networkSandbox(c.id, c.sb.LauncherPid)); err != nil {
 		return fmt.Errorf("set up network %s: %w", c.net.Mode, err)
 	}
 	trace.Mark("bothy", "network set up")

@@ -193,3 +193,29 @@ func TestCreateSteps(t *testing.T) {
 		t.Errorf("PID 1 (%d) survived the removal", sb.Pid)
 	}
 }
+
+// TestSetupNetworkStep: a network plan with a setup has it run with the
+// sandbox as the mode sees it (its directories, the launcher to join), and
+// its failure fails the creation naming the mode; a plan without one (none,
+// host) runs nothing.
+func TestSetupNetworkStep(t *testing.T) {
+	m, _, _ := fakeManager(t)
+	c := &creation{m: m, id: newID(), sb: &Sandbox{LauncherPid: 4242}}
+	var got network.Sandbox
+	c.net = &network.Plan{Mode: "test", Setup: func(ctx context.Context, sb network.Sandbox) error {
+		got = sb
+		return errors.New("no veth today")
+	}}
+	err := c.setupNetwork(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "set up network test: no veth today") {
+		t.Errorf("setup error: %v", err)
+	}
+	want := network.Sandbox{ID: c.id, Dir: m.paths.dir(c.id), StateRoot: m.paths.State, Init: m.opts.Init, LauncherPid: 4242}
+	if got != want {
+		t.Errorf("setup saw %+v, want %+v", got, want)
+	}
+	c.net = &network.Plan{Mode: network.None}
+	if err := c.setupNetwork(context.Background()); err != nil {
+		t.Error(err)
+	}
+}

@@ -115,7 +115,7 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 		// What the network's setup made on the host, found from the ID
 		// and the state directory (which is still there) alone.
 		{"network removed", func() error {
-			return network.Teardown(ctx, network.Sandbox{ID: id, Dir: m.paths.dir(id)})
+			return network.Teardown(ctx, m.networkSandbox(id, 0))
 		}},
 		// The disk limit's image mount or project quota, found from the ID
 		// alone. The upper root is the image's mount point: while it is
@@ -141,6 +141,12 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 		trace.Mark("bothy", "rm: "+step.done)
 	}
 	return nil
+}
+
+// networkSandbox is sandbox id as the network plan's setup and teardown see
+// it.
+func (m *Manager) networkSandbox(id string, launcherPid int) network.Sandbox {
+	return network.Sandbox{ID: id, Dir: m.paths.dir(id), StateRoot: m.paths.State, Init: m.opts.Init, LauncherPid: launcherPid}
 }
 
 // plannedCgroup is the cgroup Create gives sandbox id under the current
