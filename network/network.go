@@ -1,22 +1,29 @@
-// Package network decides a sandbox's network: which network namespace it gets,
-// how /sys is mounted to match, and the /etc/hosts and /etc/resolv.conf it
-// sees.
+// Package network decides a sandbox's network, in one place: a Plan says
+// which network namespace the sandbox gets, how /sys is mounted to match,
+// the /etc/hosts, /etc/hostname and /etc/resolv.conf it sees, and what must
+// be set up on the host before its executor starts and torn down when it is
+// removed.
 //
 // Modes: "none" (the default) gives the sandbox a network namespace of its
 // own with only loopback, brought up by libcontainer; "host" shares the
-// host's namespace. Nothing here creates or destroys a namespace itself: the
-// sandbox's namespaces live and die with its processes.
+// host's namespace. Neither sets anything up on the host: the sandbox's
+// namespaces live and die with its processes. A mode is one registered
+// entry (see register): its planner and its teardown, in a file of this
+// package; the sandbox manager runs whatever plan it is given.
 package network
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Mode is a network mode.
+// Mode is a network mode, as a sandbox's record names it.
 type Mode string
 
 const (
@@ -26,30 +33,201 @@ const (
 	Host Mode = "host"
 )
 
-// Parse validates a mode name; the empty string means None.
-func Parse(s string) (Mode, error) {
-	switch Mode(s) {
-	case "":
-		return None, nil
-	case None, Host:
-		return Mode(s), nil
-	}
-	return "", fmt.Errorf("unknown network mode %q: use %q or %q", s, None, Host)
+// Options are what a sandbox asks of its network (the CLI's --network).
+// Modes that take more (published ports, an egress policy) add their
+// fields here.
+type Options struct {
+	// Mode names the mode: "none" (the default when empty) or "host". A
+	// mode may take an argument after a colon ("bridge:NAME").
+	Mode string
 }
 
-// Apply sets the spec's network namespace and its /sys mount for mode.
-// The spec's /sys entry is expected as runc's default or ToRootless made it.
-func Apply(spec *specs.Spec, mode Mode, rootless bool) {
+// Target is the sandbox a plan is made for, as the sandbox manager knows it
+// before anything is created.
+type Target struct {
+	// ID is the sandbox's ID.
+	ID string
+	// Hostname is the sandbox's host name.
+	Hostname string
+	// Rootless: the sandbox runs in a user namespace of an unprivileged
+	// caller, which owns any network namespace it gets.
+	Rootless bool
+}
+
+// Plan is a sandbox's network, decided before anything is made.
+type Plan struct {
+	// Mode is the mode as the sandbox's record names it.
+	Mode Mode
+	// Namespace is the runtime spec's network namespace: nil shares the
+	// host's; with an empty Path the sandbox gets a new one, made by
+	// libcontainer with loopback up; with a Path it joins the namespace
+	// there (one that Setup made).
+	Namespace *specs.LinuxNamespace
+	// Etc is what the sandbox sees in /etc/hosts, /etc/hostname and
+	// /etc/resolv.conf.
+	Etc Etc
+	// Setup, when set, makes what the mode needs on the host (a namespace,
+	// interfaces, rules, a user-mode helper) after the sandbox's launcher
+	// has started and before its executor may: the sandbox's bundle is
+	// written after it, so it may set Namespace.Path to a namespace it
+	// made (on the host as root; rootless, in the user namespace of
+	// sb.LauncherPid, which the sandbox shares). Whatever it makes must be
+	// found and removed again by the mode's teardown (see Teardown) from
+	// the sandbox's ID and directories alone, whatever step a kill stopped
+	// the creation at. Nil for none and host.
+	Setup func(ctx context.Context, sb Sandbox) error
+
+	rootless bool
+}
+
+// Etc are the contents of the sandbox's /etc/hosts, /etc/hostname and
+// /etc/resolv.conf.
+type Etc struct {
+	Hosts, Hostname, ResolvConf string
+}
+
+// Files are the three files by name in /etc.
+func (e Etc) Files() map[string]string {
+	return map[string]string{"hosts": e.Hosts, "hostname": e.Hostname, "resolv.conf": e.ResolvConf}
+}
+
+// Sandbox is a sandbox as a mode's setup and teardown see it.
+type Sandbox struct {
+	// ID is the sandbox's ID: what the mode names what it makes after
+	// (interfaces, rules), so that a teardown finds it from the ID alone.
+	ID string
+	// Dir is the sandbox's state directory, private to the caller and
+	// never mounted into the sandbox: where a mode keeps what it must find
+	// again (a namespace's bind mount, a helper's pid file). It may be gone
+	// at teardown.
+	Dir string
+	// StateRoot is bothy's state tree (the caller's, private): where a
+	// mode keeps what its sandboxes share (address and port leases, their
+	// lock) in a directory of its own.
+	StateRoot string
+	// Init is the binary bothy re-executes for its helpers (it dispatches
+	// on its first argument): what a mode runs as a watcher or as a helper
+	// in the sandbox's namespaces.
+	Init string
+	// LauncherPid is the sandbox's launcher, in the sandbox's user and
+	// mount namespaces, waiting for its bundle (Setup only).
+	LauncherPid int
+}
+
+// mode is one network mode: how a plan is made for it, and how what its
+// plan's Setup made is removed.
+type mode struct {
+	// plan makes the plan for opts; arg is what follows "NAME:" in
+	// opts.Mode ("" without a colon).
+	plan func(opts Options, arg string, t Target) (*Plan, error)
+	// teardown removes what Setup made for a sandbox, and nothing when
+	// there is nothing of the mode's own; nil for a mode that sets up
+	// nothing. It must be idempotent.
+	teardown func(ctx context.Context, sb Sandbox) error
+}
+
+var modes = map[Mode]mode{
+	None: {plan: planNone},
+	Host: {plan: planHost},
+}
+
+// register adds a mode; a mode's file calls it from its init function.
+func register(name Mode, m mode) {
+	if _, dup := modes[name]; dup {
+		panic("network: mode " + string(name) + " registered twice")
+	}
+	modes[name] = m
+}
+
+// ErrUnknownMode: no mode has that name.
+var ErrUnknownMode = errors.New("unknown network mode")
+
+// NewPlan decides the network of the sandbox t for opts; an unknown mode or
+// a bad option is an error that says which, before anything is made.
+func NewPlan(opts Options, t Target) (*Plan, error) {
+	name, arg, colon := strings.Cut(opts.Mode, ":")
+	if opts.Mode == "" {
+		name = string(None)
+	}
+	m, ok := modes[Mode(name)]
+	if !ok {
+		return nil, fmt.Errorf("%w %q: use %s", ErrUnknownMode, opts.Mode, modeNames())
+	}
+	if colon && arg == "" {
+		return nil, fmt.Errorf("%w %q: give the argument after the colon, or none", ErrUnknownMode, opts.Mode)
+	}
+	p, err := m.plan(opts, arg, t)
+	if err != nil {
+		return nil, err
+	}
+	p.rootless = t.Rootless
+	return p, nil
+}
+
+// modeNames lists the modes for an error message: "none" or "host", the
+// default first.
+func modeNames() string {
+	var names []string
+	for n := range modes {
+		if n != None {
+			names = append(names, fmt.Sprintf("%q", n))
+		}
+	}
+	slices.Sort(names)
+	names = append([]string{fmt.Sprintf("%q", None)}, names...)
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// noArg refuses an argument to a mode that takes none.
+func noArg(name Mode, arg string) error {
+	if arg != "" {
+		return fmt.Errorf("%w %q: %s takes no argument", ErrUnknownMode, string(name)+":"+arg, name)
+	}
+	return nil
+}
+
+func planNone(_ Options, arg string, t Target) (*Plan, error) {
+	if err := noArg(None, arg); err != nil {
+		return nil, err
+	}
+	return &Plan{
+		Mode:      None,
+		Namespace: &specs.LinuxNamespace{Type: specs.NetworkNamespace},
+		Etc:       Etc{Hosts: hosts(t.Hostname), Hostname: t.Hostname + "\n"},
+	}, nil
+}
+
+func planHost(_ Options, arg string, t Target) (*Plan, error) {
+	if err := noArg(Host, arg); err != nil {
+		return nil, err
+	}
+	resolv := ""
+	if data, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+		resolv = string(data)
+	}
+	return &Plan{Mode: Host, Etc: Etc{Hosts: hosts(t.Hostname), Hostname: t.Hostname + "\n", ResolvConf: resolv}}, nil
+}
+
+// hosts is an /etc/hosts naming loopback and the sandbox.
+func hosts(hostname string) string {
+	return "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n"
+}
+
+// Apply sets the spec's network namespace and its /sys mount. The spec's
+// /sys entry is expected as runc's default or ToRootless made it.
+func (p *Plan) Apply(spec *specs.Spec) {
 	isNet := func(ns specs.LinuxNamespace) bool { return ns.Type == specs.NetworkNamespace }
 	spec.Linux.Namespaces = slices.DeleteFunc(spec.Linux.Namespaces, isNet)
-	if mode == None {
-		// libcontainer brings loopback up in a namespace it creates.
-		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+	if p.Namespace != nil {
+		spec.Linux.Namespaces = append(spec.Linux.Namespaces, *p.Namespace)
 	}
 	// sysfs can only be mounted by the owner of the network namespace; a
 	// rootless sandbox on the host's network gets the host's /sys bound
 	// read-only instead (ToRootless already did that).
-	if mode == None || !rootless {
+	if p.Namespace != nil || !p.rootless {
 		for i, m := range spec.Mounts {
 			if m.Destination == "/sys" {
 				spec.Mounts[i] = specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}}
@@ -58,18 +236,24 @@ func Apply(spec *specs.Spec, mode Mode, rootless bool) {
 	}
 }
 
-// EtcFiles returns the contents of /etc/hosts, /etc/hostname and
-// /etc/resolv.conf for a sandbox.
-func EtcFiles(mode Mode, hostname string) map[string]string {
-	resolv := ""
-	if mode == Host {
-		if data, err := os.ReadFile("/etc/resolv.conf"); err == nil {
-			resolv = string(data)
+// Teardown removes what any mode's Setup made for the sandbox sb, found
+// from its ID and state directory alone: its record, and with it its mode,
+// may be lost. Every mode's teardown runs; none fails for a sandbox that
+// has nothing of its own. Removal calls it once the sandbox's processes are
+// gone and before its state directory is.
+func Teardown(ctx context.Context, sb Sandbox) error {
+	names := make([]Mode, 0, len(modes))
+	for n := range modes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var errs []error
+	for _, n := range names {
+		if td := modes[n].teardown; td != nil {
+			if err := td(ctx, sb); err != nil {
+				errs = append(errs, fmt.Errorf("network %s: %w", n, err))
+			}
 		}
 	}
-	return map[string]string{
-		"hosts":       "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n",
-		"hostname":    hostname + "\n",
-		"resolv.conf": resolv,
-	}
+	return errors.Join(errs...)
 }

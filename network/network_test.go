@@ -1,6 +1,9 @@
 package network
 
 import (
+	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -26,6 +29,17 @@ func sysType(s *specs.Spec) string {
 	return ""
 }
 
+func mustPlan(t *testing.T, opts Options, target Target) *Plan {
+	t.Helper()
+	p, err := NewPlan(opts, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestApply: the plan's namespace and /sys mount in a spec as runc makes
+// it, root and rootless.
 func TestApply(t *testing.T) {
 	for _, tc := range []struct {
 		mode     Mode
@@ -42,25 +56,91 @@ func TestApply(t *testing.T) {
 		if tc.rootless {
 			specconv.ToRootless(spec)
 		}
-		Apply(spec, tc.mode, tc.rootless)
+		mustPlan(t, Options{Mode: string(tc.mode)}, Target{Hostname: "box", Rootless: tc.rootless}).Apply(spec)
 		if hasNetNS(spec) != tc.netns || sysType(spec) != tc.sys {
 			t.Errorf("%s rootless=%v: netns %v sys %q, want %v %q", tc.mode, tc.rootless, hasNetNS(spec), sysType(spec), tc.netns, tc.sys)
 		}
 	}
 }
 
-func TestParse(t *testing.T) {
-	if m, err := Parse(""); m != None || err != nil {
-		t.Errorf("Parse(\"\") = %q, %v", m, err)
+// TestPlanModes: the empty mode is none; an unknown one, or an argument to
+// a mode that takes none, is refused naming the modes there are.
+func TestPlanModes(t *testing.T) {
+	if p, err := NewPlan(Options{}, Target{}); err != nil || p.Mode != None {
+		t.Errorf("NewPlan(\"\") = %+v, %v", p, err)
 	}
-	if _, err := Parse("bridge"); err == nil || !strings.Contains(err.Error(), "unknown network mode") {
-		t.Errorf("Parse(bridge) = %v", err)
+	if p, err := NewPlan(Options{Mode: "host"}, Target{}); err != nil || p.Mode != Host || p.Namespace != nil {
+		t.Errorf("NewPlan(host) = %+v, %v", p, err)
+	}
+	for _, bad := range []string{"nosuch", "none:x", "host:eth0", ":"} {
+		_, err := NewPlan(Options{Mode: bad}, Target{})
+		if !errors.Is(err, ErrUnknownMode) || !strings.Contains(err.Error(), "unknown network mode") || !strings.Contains(err.Error(), `"none" or "host"`) && !strings.Contains(err.Error(), "takes no argument") {
+			t.Errorf("NewPlan(%q) = %v", bad, err)
+		}
 	}
 }
 
-func TestEtcFiles(t *testing.T) {
-	f := EtcFiles(None, "box")
-	if !strings.Contains(f["hosts"], "127.0.1.1\tbox") || f["hostname"] != "box\n" || f["resolv.conf"] != "" {
+// TestPlanEtc: /etc/hosts names the sandbox, /etc/hostname is its name;
+// resolv.conf is empty on its own network and the host's on the host's.
+func TestPlanEtc(t *testing.T) {
+	f := mustPlan(t, Options{Mode: "none"}, Target{Hostname: "box"}).Etc.Files()
+	if !strings.Contains(f["hosts"], "127.0.1.1\tbox") || f["hostname"] != "box\n" || f["resolv.conf"] != "" || len(f) != 3 {
 		t.Errorf("none: %q", f)
 	}
+	host, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		t.Skipf("requires /etc/resolv.conf on the host: %v", err)
+	}
+	if got := mustPlan(t, Options{Mode: "host"}, Target{Hostname: "box"}).Etc.ResolvConf; got != string(host) {
+		t.Errorf("host: resolv.conf %q, want the host's %q", got, host)
+	}
+}
+
+// TestNoHooks: none and host set nothing up, and the teardown every removal
+// runs has nothing to do for them.
+func TestNoHooks(t *testing.T) {
+	for _, m := range []Mode{None, Host} {
+		if p := mustPlan(t, Options{Mode: string(m)}, Target{Hostname: "box"}); p.Setup != nil {
+			t.Errorf("%s has a setup", m)
+		}
+	}
+	if err := Teardown(context.Background(), Sandbox{ID: "0123", Dir: t.TempDir()}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRegister: a mode added to the table is planned by name with its
+// argument, and its teardown runs at every removal; registering a name
+// twice panics.
+func TestRegister(t *testing.T) {
+	var tornDown []string
+	register("test", mode{
+		plan: func(opts Options, arg string, tg Target) (*Plan, error) {
+			return &Plan{Mode: Mode("test:" + arg), Namespace: &specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/run/netns/" + tg.ID}}, nil
+		},
+		teardown: func(ctx context.Context, sb Sandbox) error {
+			tornDown = append(tornDown, sb.ID)
+			return nil
+		},
+	})
+	t.Cleanup(func() { delete(modes, "test") })
+	p := mustPlan(t, Options{Mode: "test:seg"}, Target{ID: "abc", Rootless: true})
+	spec := specconv.Example()
+	specconv.ToRootless(spec)
+	p.Apply(spec)
+	if p.Mode != "test:seg" || !hasNetNS(spec) || sysType(spec) != "sysfs" {
+		t.Errorf("plan %+v: netns %v, sys %q", p, hasNetNS(spec), sysType(spec))
+	}
+	if err := Teardown(context.Background(), Sandbox{ID: "abc"}); err != nil || len(tornDown) != 1 || tornDown[0] != "abc" {
+		t.Errorf("teardown: %v %v", tornDown, err)
+	}
+	if _, err := NewPlan(Options{Mode: "nosuch"}, Target{}); err == nil || !strings.Contains(err.Error(), `"none", "host" or "test"`) {
+		t.Errorf("modes listed: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second registration of none did not panic")
+		}
+	}()
+	register(None, mode{plan: planNone})
 }

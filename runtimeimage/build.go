@@ -77,7 +77,8 @@ type Options struct {
 	// Pull configures the pull of a base image not in the store.
 	Pull transfer.PullOptions
 	// Epoch clamps the layers' modification times and is every config's
-	// creation time. Zero: $SOURCE_DATE_EPOCH, else the Unix epoch.
+	// creation time. Zero: the Unix epoch. (The CLI sets it from
+	// $SOURCE_DATE_EPOCH.)
 	Epoch time.Time
 	// Progress receives what the build does and its steps' output; nil is quiet.
 	Progress io.Writer
@@ -161,9 +162,7 @@ func (b *builder) logf(format string, args ...any) {
 
 func (b *builder) run(ctx context.Context) (*Result, error) {
 	var err error
-	if b.epoch, err = epoch(b.opts.Epoch); err != nil {
-		return nil, err
-	}
+	b.epoch = epoch(b.opts.Epoch)
 	setupSum := ""
 	if b.opts.Setup != "" {
 		if b.setup, err = os.ReadFile(b.opts.Setup); err != nil {
@@ -171,11 +170,11 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		}
 		setupSum = sha256Hex(b.setup)
 	}
-	network, err := network.Parse(cmp.Or(b.opts.Network, DefaultNetwork))
+	net, err := network.NewPlan(network.Options{Mode: cmp.Or(b.opts.Network, DefaultNetwork)}, network.Target{})
 	if err != nil {
 		return nil, fmt.Errorf("build network: %w", err)
 	}
-	b.opts.Network = string(network)
+	b.opts.Network = string(net.Mode)
 	b.execPath = b.m.Executor()
 	if b.execPath == "" {
 		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
@@ -369,7 +368,7 @@ func (b *builder) executorHistory() v1.History {
 // as a layer. The sandbox is removed whatever happens.
 func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Composer) (layer oci.Layer, err error) {
 	sb, err := b.m.Create(ctx, sandbox.CreateOptions{
-		Image: img.Digest.String(), Network: b.opts.Network,
+		Image: img.Digest.String(), Network: network.Options{Mode: b.opts.Network},
 		Labels: map[string]string{"io.bothy.build": "1"},
 	})
 	if err != nil {
@@ -550,19 +549,12 @@ func cloneConfig(c v1.Image) v1.Image {
 	return c
 }
 
-// epoch returns the clamp time: t, else $SOURCE_DATE_EPOCH, else the Unix epoch.
-func epoch(t time.Time) (time.Time, error) {
+// epoch returns the clamp time: t, else the Unix epoch.
+func epoch(t time.Time) time.Time {
 	if !t.IsZero() {
-		return t.UTC().Truncate(time.Second), nil
+		return t.UTC().Truncate(time.Second)
 	}
-	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want Unix seconds", s)
-		}
-		return time.Unix(n, 0).UTC(), nil
-	}
-	return time.Unix(0, 0).UTC(), nil
+	return time.Unix(0, 0).UTC()
 }
 
 func sha256Hex(b []byte) string {

@@ -60,7 +60,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if err != nil {
 			return nil, err
 		}
-		changes, err := userns.ChangesAs(m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: sb.UpperDir, Lowers: lowers})
+		changes, err := userns.ChangesAs(ctx, m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: sb.UpperDir, Lowers: lowers})
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +83,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if opts.Export != "" {
 			// The export is made from the kept changes only, by the
 			// same rights.
-			if _, err := userns.ChangesAs(m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: sb.UpperDir, Export: opts.Export, Only: kept}); err != nil {
+			if _, err := userns.ChangesAs(ctx, m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: sb.UpperDir, Export: opts.Export, Only: kept}); err != nil {
 				return nil, err
 			}
 		}
@@ -97,7 +97,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if mnt.Kind != MountOverlay {
 			return nil, fmt.Errorf("%w: %s in sandbox %s is a %s mount (%q)", ErrNoOverlay, clean, sb.ShortID(), mnt.Kind, mnt.Spec)
 		}
-		changes, err := userns.ChangesAs(m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
+		changes, err := userns.ChangesAs(ctx, m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
 		if err != nil {
 			return nil, err
 		}

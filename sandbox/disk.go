@@ -213,7 +213,7 @@ func (m *Manager) claimProject(id string, dir *os.File) (uint32, error) {
 // and deletes it, or lifts and releases its project quota. It runs before
 // the upper root is removed, and does nothing for a sandbox without a disk
 // limit.
-func (m *Manager) removeDisk(id string) error {
+func (m *Manager) removeDisk(ctx context.Context, id string) error {
 	upperRoot := m.paths.upperRoot(id)
 	img := m.paths.diskImage(id)
 	var errs []error
@@ -225,7 +225,9 @@ func (m *Manager) removeDisk(id string) error {
 		// still. Give it a moment, so that rm leaves none; the kernel
 		// detaches it later otherwise.
 		for i := 0; i < 20 && len(disk.LoopDevices(img)) > 0; i++ {
-			time.Sleep(100 * time.Millisecond)
+			if sleepCtx(ctx, 100*time.Millisecond) != nil {
+				break
+			}
 		}
 	}
 	if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -18,6 +18,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/internal/disk"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -34,9 +35,10 @@ func init() {
 	if root == "" {
 		return
 	}
+	trace.Configure(trace.FromEnv())
 	// The launcher this binary becomes again must not come here.
 	os.Unsetenv(createEnv)
-	os.Unsetenv("BOTHY_TRACE_STOP")
+	os.Unsetenv(trace.KillEnv)
 	self, _ := os.Executable()
 	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: os.Getenv("BOTHY_EXECUTOR"), Init: self})
 	if err == nil {
@@ -211,23 +213,13 @@ func TestDiskLimitKilled(t *testing.T) {
 			var stderr bytes.Buffer
 			cmd := exec.Command(self, "-test.run=^$")
 			cmd.Env = append(os.Environ(), createEnv+"="+root, "BOTHY_EXECUTOR="+testenv.Executor(t),
-				"BOTHY_TRACE=1", "BOTHY_TRACE_STOP=bothy: "+step)
+				trace.KillEnv+"=bothy:"+step)
 			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			stopped := eventually(func() bool {
-				data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
-				if err != nil {
-					return true // gone
-				}
-				f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-				return len(f) > 0 && (f[0] == "T" || f[0] == "Z")
-			})
-			cmd.Process.Signal(syscall.SIGKILL)
-			cmd.Wait()
-			if !stopped || !strings.Contains(stderr.String(), step) {
-				t.Fatalf("the creation never reached %q: %s", step, stderr.String())
+			// Killed (SIGKILL) only at the mark: it reached the step.
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the creation never reached %q: %v: %s", step, err, stderr.String())
 			}
 			list, err := m.List(context.Background())
 			if err != nil || len(list) != 1 {

@@ -10,6 +10,15 @@
 // but the sandbox's own outlives a bothy command. The overlay mount lives in the
 // sandbox's mount namespace and disappears with its last process.
 //
+// Create is a list of named steps (create.go): it decides everything first
+// (options, network, mounts, security, limits, image), making nothing, then
+// makes the sandbox from its state directory on (root filesystem, volumes,
+// record, launcher, network setup, bundle, launch), and removes what it made
+// if a step fails. The network is decided by package network's Plan. The
+// image store, the launcher's start and the host's cgroups are small
+// interfaces (imageStore, launcherStarter, cgroupLayout) that unit tests
+// fill with fakes.
+//
 // Every fact about a sandbox lives on disk, under Paths.State (runtime state)
 // and Paths.Data (overlay upper directories), so any bothy process can find,
 // stop and remove any sandbox.

@@ -21,6 +21,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -104,7 +105,7 @@ func TestEscapeSuite(t *testing.T) {
 	m := newManager(t)
 	const memLimit = 128 << 20
 	const pidsLimit = 64
-	sb := createLimited(t, m, sandbox.CreateOptions{Image: "busybox", Network: sandbox.NetworkNone,
+	sb := createLimited(t, m, sandbox.CreateOptions{Image: "busybox", Network: network.Options{Mode: sandbox.NetworkNone},
 		Limits: sandbox.Limits{Memory: memLimit, PidsLimit: pidsLimit}})
 	installProbe(t, sb, probe)
 

@@ -13,7 +13,6 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/docker/go-units"
 	"github.com/moby/sys/mountinfo"
-	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -139,16 +138,28 @@ func (l Limits) resources(swapAccounted bool) *specs.LinuxResources {
 // caller. The message says why and what to change.
 var ErrLimits = errors.New("cannot enforce resource limits")
 
-// CgroupParentEnv names the cgroup (relative to each hierarchy's root) under
-// which sandboxes get their cgroups. Default: /bothy for root, /bothy-UID
-// for other users on cgroup v1; on cgroup v2 other users get a systemd
-// scope unless it is set (see planCgroupV2 and docs/operator.md).
-const CgroupParentEnv = "BOTHY_CGROUP_PARENT"
+// CgroupOptions say where sandboxes' cgroups go (docs/operator.md, "Limits").
+// The CLI takes them from $BOTHY_CGROUP_PARENT, $BOTHY_CGROUP_MANAGER and
+// the caller's session.
+type CgroupOptions struct {
+	// Parent is the cgroup (relative to each hierarchy's root) under which
+	// sandboxes get their cgroups. Default: /bothy for root, /bothy-UID for
+	// other users on cgroup v1; on cgroup v2 other users get a systemd
+	// scope unless it is set (see planCgroupV2).
+	Parent string
+	// Manager chooses the cgroup manager: "cgroupfs" (default) writes the
+	// cgroup filesystem directly; "systemd" asks systemd for a scope
+	// (cgroup v2 hosts whose users are not delegated a subtree otherwise).
+	Manager string
+	// UserSession: the caller has a systemd user instance to ask for a
+	// scope (cgroup v2, rootless, neither Parent nor Manager set). The CLI
+	// sets it when $DBUS_SESSION_BUS_ADDRESS is set or $XDG_RUNTIME_DIR/bus
+	// is a socket.
+	UserSession bool
+}
 
-// CgroupManagerEnv chooses the cgroup manager: "cgroupfs" (default) writes
-// the cgroup filesystem directly; "systemd" asks systemd for a scope
-// (cgroup v2 hosts whose users are not delegated a subtree otherwise).
-const CgroupManagerEnv = "BOTHY_CGROUP_MANAGER"
+// parentName names Parent in messages, as the CLI's environment sets it.
+const parentName = "BOTHY_CGROUP_PARENT"
 
 // cgroupPlan is where a sandbox's cgroup goes, decided before launch.
 type cgroupPlan struct {
@@ -238,27 +249,27 @@ func v1Mount(hs []hierarchy, controller string) string {
 // cgroup has the pids controller, and otherwise skipped with the reason in
 // the plan's NotEnforced, never refused, so that a rootless caller without a
 // delegated cgroup can still start sandboxes; -1 asks for no pids limit.
-func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
+func planCgroup(host cgroupLayout, co CgroupOptions, id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
 	defaultPids := l.PidsLimit == 0
 	l.PidsLimit = max(l.PidsLimit, 0)
-	if cgroups.IsCgroup2UnifiedMode() {
-		return planCgroupV2(id, rootless, l, ignore, defaultPids)
+	if host.Unified() {
+		return planCgroupV2(host, co, id, rootless, l, ignore, defaultPids)
 	}
-	hs, err := cgroupHierarchies()
+	hs, err := host.Hierarchies()
 	if err != nil {
 		return cgroupPlan{}, err
 	}
 	plan := cgroupPlan{Version: 1}
-	parent := v1CgroupParent(rootless)
+	parent := v1CgroupParent(co.Parent, rootless)
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
-		return cgroupPlan{}, fmt.Errorf("invalid %s %q: give a clean absolute cgroup path such as /bothy-%d", CgroupParentEnv, parent, os.Getuid())
+		return cgroupPlan{}, fmt.Errorf("invalid %s %q: give a clean absolute cgroup path such as /bothy-%d", parentName, parent, os.Getuid())
 	}
 
 	// What the limits need from the kernel. Each limit that cannot be
 	// enforced is named, and dropped only when the caller said so.
 	problems := l.checkControllers(func(c string) bool { return v1Mount(hs, c) != "" }, "which is not mounted")
 	if l.Memory > 0 {
-		plan.SwapAccounted = swapAccounted(hs)
+		plan.SwapAccounted = swapAccounted(host, hs)
 	}
 	if l.MemorySwap > 0 && !plan.SwapAccounted {
 		problems = append(problems, "--memory-swap needs swap accounting (memory.memsw.limit_in_bytes is missing): boot the kernel with swapaccount=1, or drop --memory-swap")
@@ -275,7 +286,7 @@ func planCgroup(id string, rootless bool, l Limits, ignore bool) (cgroupPlan, er
 				continue
 			}
 			dir := h.Mountpoint + parent
-			if unix.Access(dir, unix.W_OK|unix.X_OK) != nil {
+			if host.Access(dir, unix.W_OK|unix.X_OK) != nil {
 				missing = append(missing, dir)
 			}
 		}
@@ -313,9 +324,10 @@ func (p *cgroupPlan) defaultPids(l *Limits, has bool, why string) {
 }
 
 // v1CgroupParent is the cgroup (relative to each hierarchy's root) that a
-// cgroup v1 sandbox's cgroup goes under.
-func v1CgroupParent(rootless bool) string {
-	if parent := os.Getenv(CgroupParentEnv); parent != "" {
+// cgroup v1 sandbox's cgroup goes under: parent (CgroupOptions.Parent), else
+// the default.
+func v1CgroupParent(parent string, rootless bool) string {
+	if parent != "" {
 		return parent
 	}
 	if rootless {
@@ -369,19 +381,15 @@ func delegateCommand(parent string) string {
 
 // swapAccounted reports whether the kernel accounts swap in cgroups (hs:
 // the mounted hierarchies).
-func swapAccounted(hs []hierarchy) bool {
+func swapAccounted(host cgroupLayout, hs []hierarchy) bool {
 	if m := v1Mount(hs, "memory"); m != "" {
-		_, err := os.Stat(filepath.Join(m, "memory.memsw.limit_in_bytes"))
-		return err == nil
+		return host.Exists(filepath.Join(m, "memory.memsw.limit_in_bytes"))
 	}
 	for _, h := range hs {
 		if h.V2 {
-			_, err := os.Stat(filepath.Join(h.Mountpoint, "memory.swap.max"))
-			if err != nil {
-				// The root cgroup has no memory.swap.max; look at ours.
-				_, err = os.Stat(filepath.Join(h.Mountpoint, "init.scope", "memory.swap.max"))
-			}
-			return err == nil
+			// The root cgroup has no memory.swap.max; look at ours.
+			return host.Exists(filepath.Join(h.Mountpoint, "memory.swap.max")) ||
+				host.Exists(filepath.Join(h.Mountpoint, "init.scope", "memory.swap.max"))
 		}
 	}
 	return false

@@ -99,16 +99,16 @@ func TestPlanCgroupUndelegated(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
 		t.Skip("requires a cgroup v1 host: /sys/fs/cgroup/memory is missing")
 	}
-	t.Setenv(CgroupParentEnv, "/bothy-never-delegated-"+strconv.Itoa(os.Getpid()))
-	_, err := planCgroup("abc", true, Limits{PidsLimit: 5}, false)
+	co := CgroupOptions{Parent: "/bothy-never-delegated-" + strconv.Itoa(os.Getpid())}
+	_, err := planCgroup(hostCgroups{}, co, "abc", true, Limits{PidsLimit: 5}, false)
 	if !errors.Is(err, ErrLimits) || !strings.Contains(err.Error(), "mkdir -p") {
 		t.Fatalf("want the fix in ErrLimits, got %v", err)
 	}
-	plan, err := planCgroup("abc", true, Limits{PidsLimit: 5}, true)
+	plan, err := planCgroup(hostCgroups{}, co, "abc", true, Limits{PidsLimit: 5}, true)
 	if err != nil || plan.Path != "" || plan.Ignored == "" || !plan.Limits.IsZero() {
 		t.Fatalf("ignored: %+v %v", plan, err)
 	}
-	plan, err = planCgroup("abc", true, Limits{}, false)
+	plan, err = planCgroup(hostCgroups{}, co, "abc", true, Limits{}, false)
 	if err != nil || plan.Path != "" || plan.Missing == "" || plan.Ignored != "" {
 		t.Fatalf("no limits: %+v %v", plan, err)
 	}
@@ -119,12 +119,108 @@ func TestPlanCgroupUndelegated(t *testing.T) {
 		t.Errorf("default pids limit without a cgroup: limits %+v, not enforced %q", plan.Limits, plan.NotEnforced)
 	}
 	// -1, no pids limit, asks for nothing.
-	plan, err = planCgroup("abc", true, Limits{PidsLimit: -1}, false)
+	plan, err = planCgroup(hostCgroups{}, co, "abc", true, Limits{PidsLimit: -1}, false)
 	if err != nil || plan.Path != "" || plan.NotEnforced != "" || !plan.Limits.IsZero() {
 		t.Errorf("--pids-limit 0: %+v %v", plan, err)
 	}
-	t.Setenv(CgroupParentEnv, "relative/path")
-	if _, err := planCgroup("abc", true, Limits{}, false); err == nil {
+	co.Parent = "relative/path"
+	if _, err := planCgroup(hostCgroups{}, co, "abc", true, Limits{}, false); err == nil {
 		t.Error("relative BOTHY_CGROUP_PARENT accepted")
+	}
+}
+
+// TestPlanCgroupHosts: where the cgroup goes and which limits hold, on fake
+// cgroup v1 and v2 hosts, root and rootless, delegated or not: what the
+// host offers decides, and what it cannot enforce is refused naming why and
+// the fix, or waived with ignore. No root, no real cgroup.
+func TestPlanCgroupHosts(t *testing.T) {
+	uid := strconv.Itoa(os.Getuid())
+	userParent := "/bothy-" + uid
+	all := []string{"memory", "pids", "cpu", "freezer", "devices"}
+	lim := Limits{Memory: 64 << 20, PidsLimit: 10, CPUs: 0.5}
+	for _, tc := range []struct {
+		name     string
+		host     *fakeCgroups
+		co       CgroupOptions
+		rootless bool
+		l        Limits
+		ignore   bool
+		// want: the plan's path and limits, or the error's words.
+		path    string
+		systemd bool
+		limits  Limits
+		swap    bool
+		notEnf  string
+		ignored string
+		err     []string
+	}{
+		{name: "v1 root", host: v1Host(true, all...), l: lim,
+			path: "/bothy/ID", limits: lim, swap: true},
+		{name: "v1 root, defaults", host: v1Host(false, all...),
+			path: "/bothy/ID", limits: Limits{PidsLimit: DefaultPidsLimit}},
+		{name: "v1 root, parent set", host: v1Host(false, all...), co: CgroupOptions{Parent: "/jobs/42"},
+			path: "/jobs/42/ID", limits: Limits{PidsLimit: DefaultPidsLimit}},
+		{name: "v1 root, parent relative", host: v1Host(false, all...), co: CgroupOptions{Parent: "jobs"},
+			err: []string{"invalid BOTHY_CGROUP_PARENT", `"jobs"`}},
+		{name: "v1 no pids controller, default", host: v1Host(false, "memory", "cpu"),
+			path: "/bothy/ID", notEnf: "the pids cgroup controller is not mounted"},
+		{name: "v1 no pids controller, asked", host: v1Host(false, "memory", "cpu"), l: Limits{PidsLimit: 10},
+			err: []string{"cannot enforce resource limits", "--pids-limit needs the pids cgroup controller", "--ignore-limits"}},
+		{name: "v1 no pids controller, ignored", host: v1Host(false, "memory", "cpu"), l: Limits{PidsLimit: 10, Memory: 64 << 20}, ignore: true,
+			path: "/bothy/ID", limits: Limits{Memory: 64 << 20}, ignored: "--pids-limit needs the pids cgroup controller"},
+		{name: "v1 swap limit without swap accounting", host: v1Host(false, all...), l: Limits{Memory: 64 << 20, MemorySwap: 128 << 20},
+			err: []string{"--memory-swap needs swap accounting", "swapaccount=1"}},
+		{name: "v1 rootless, delegated", host: v1Host(true, all...).delegate(userParent), rootless: true, l: lim,
+			path: userParent + "/ID", limits: lim, swap: true},
+		{name: "v1 rootless, not delegated", host: v1Host(false, all...), rootless: true, l: Limits{Memory: 64 << 20},
+			err: []string{"no cgroup is delegated to uid " + uid, "/sys/fs/cgroup/{memory,pids,cpu,cpuacct,freezer}" + userParent, "mkdir -p", "chown"}},
+		{name: "v1 rootless, not delegated, defaults", host: v1Host(false, all...), rootless: true,
+			notEnf: "default pids limit (4096) is not enforced: no cgroup is delegated"},
+		{name: "v2 root", host: v2Host(map[string]string{"": "cpu memory pids"}), l: lim,
+			path: "/bothy/ID", limits: lim},
+		{name: "v2 root, cpu not delegated", host: v2Host(map[string]string{"": "memory pids"}), l: lim,
+			err: []string{"--cpus needs the cpu cgroup controller, which /bothy does not delegate"}},
+		{name: "v2 root, systemd", host: v2Host(map[string]string{"system.slice": "memory pids"}), co: CgroupOptions{Manager: "systemd"},
+			path: ":bothy:ID", systemd: true, limits: Limits{PidsLimit: DefaultPidsLimit}},
+		{name: "v2 rootless, user session", host: v2Host(map[string]string{"user.slice/user-" + uid + ".slice/user@" + uid + ".service": "memory pids"}),
+			co: CgroupOptions{UserSession: true}, rootless: true,
+			path: ":bothy:ID", systemd: true, limits: Limits{PidsLimit: DefaultPidsLimit}},
+		{name: "v2 rootless, no session", host: v2Host(map[string]string{"": "memory pids"}), rootless: true, l: Limits{Memory: 64 << 20},
+			err: []string{"no cgroup v2 subtree is delegated to uid " + uid, "loginctl enable-linger", "BOTHY_CGROUP_PARENT"}},
+		{name: "v2 rootless, no session, defaults", host: v2Host(map[string]string{"": "memory pids"}), rootless: true,
+			notEnf: "no cgroup v2 subtree is delegated"},
+		{name: "v2 rootless, parent not writable", host: v2Host(map[string]string{"jobs": "memory pids"}), co: CgroupOptions{Parent: "/jobs"}, rootless: true,
+			l: Limits{PidsLimit: 10}, err: []string{"/sys/fs/cgroup/jobs is not writable by uid " + uid}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := planCgroup(tc.host, tc.co, "ID", tc.rootless, tc.l, tc.ignore)
+			if tc.err != nil {
+				if err == nil {
+					t.Fatalf("planned %+v, want an error", plan)
+				}
+				for _, w := range tc.err {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error does not say %q: %v", w, err)
+					}
+				}
+				if strings.Contains(err.Error(), "enforce") && !errors.Is(err, ErrLimits) {
+					t.Errorf("not ErrLimits: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.Path != tc.path || plan.Systemd != tc.systemd || plan.Limits != tc.limits || plan.SwapAccounted != tc.swap {
+				t.Errorf("plan: path %q systemd %v limits %+v swap %v; want %q %v %+v %v",
+					plan.Path, plan.Systemd, plan.Limits, plan.SwapAccounted, tc.path, tc.systemd, tc.limits, tc.swap)
+			}
+			if !strings.Contains(plan.NotEnforced, tc.notEnf) || (tc.notEnf == "") != (plan.NotEnforced == "") {
+				t.Errorf("not enforced: %q, want %q", plan.NotEnforced, tc.notEnf)
+			}
+			if !strings.Contains(plan.Ignored, tc.ignored) || (tc.ignored == "") != (plan.Ignored == "") {
+				t.Errorf("ignored: %q, want %q", plan.Ignored, tc.ignored)
+			}
+		})
 	}
 }

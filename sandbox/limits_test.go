@@ -98,8 +98,7 @@ func TestLimitsRefused(t *testing.T) {
 		}
 		return
 	}
-	t.Setenv(sandbox.CgroupParentEnv, "/bothy-not-delegated-"+strconv.Itoa(os.Getuid()))
-	m := newManager(t)
+	m := newManagerWith(t, sandbox.Options{Cgroups: sandbox.CgroupOptions{Parent: "/bothy-not-delegated-" + strconv.Itoa(os.Getuid())}})
 	_, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Limits: sandbox.Limits{Memory: 64 << 20}})
 	if !errors.Is(err, sandbox.ErrLimits) || !strings.Contains(err.Error(), "chown") || !strings.Contains(err.Error(), "--ignore-limits") {
 		t.Fatalf("want ErrLimits naming the fix, got %v", err)

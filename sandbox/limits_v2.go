@@ -17,17 +17,17 @@ import (
 const unifiedMount = "/sys/fs/cgroup"
 
 // planCgroupV2 places the sandbox on a unified (v2-only) host:
-//   - root: /bothy/ID (or under BOTHY_CGROUP_PARENT), cgroupfs driver;
-//   - BOTHY_CGROUP_MANAGER=systemd: a transient scope bothy-ID.scope that
+//   - root: /bothy/ID (or under co.Parent), cgroupfs driver;
+//   - co.Manager "systemd": a transient scope bothy-ID.scope that
 //     systemd creates and moves the sandbox into (the user's instance when
 //     rootless);
-//   - rootless with BOTHY_CGROUP_PARENT: under it, cgroupfs driver. v2 lets
+//   - rootless with co.Parent: under it, cgroupfs driver. v2 lets
 //     a process move only between cgroups whose common ancestor's
 //     cgroup.procs it may write, so the parent must be a subtree delegated
 //     to the user that already holds the caller (a batch job's cgroup, or
 //     user@UID.service for processes of the user's systemd instance);
 //   - rootless otherwise: a systemd scope when the user has a systemd
-//     instance ($XDG_RUNTIME_DIR/bus), the way rootless Podman does it.
+//     instance (co.UserSession), the way rootless Podman does it.
 //
 // Each controller a limit needs must be listed in the parent's
 // cgroup.controllers (cgroupfs driver), else the sandbox is refused (unless
@@ -35,16 +35,15 @@ const unifiedMount = "/sys/fs/cgroup"
 //
 // defaultPids: no pids limit was asked for, and DefaultPidsLimit applies
 // where the pids controller is available (see planCgroup).
-func planCgroupV2(id string, rootless bool, l Limits, ignore bool, defaultPids bool) (cgroupPlan, error) {
+func planCgroupV2(host cgroupLayout, co CgroupOptions, id string, rootless bool, l Limits, ignore bool, defaultPids bool) (cgroupPlan, error) {
 	plan := cgroupPlan{Version: 2}
 	if l.Memory > 0 {
-		if hs, err := cgroupHierarchies(); err == nil {
-			plan.SwapAccounted = swapAccounted(hs)
+		if hs, err := host.Hierarchies(); err == nil {
+			plan.SwapAccounted = swapAccounted(host, hs)
 		}
 	}
-	parent := os.Getenv(CgroupParentEnv)
-	manager := os.Getenv(CgroupManagerEnv)
-	if manager == "" && rootless && parent == "" && userBus() {
+	parent, manager := co.Parent, co.Manager
+	if manager == "" && rootless && parent == "" && co.UserSession {
 		manager = "systemd"
 	}
 	if manager == "systemd" {
@@ -57,7 +56,7 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool, defaultPids b
 				uid := os.Getuid()
 				slice = fmt.Sprintf("%s/user.slice/user-%d.slice/user@%d.service", unifiedMount, uid, uid)
 			}
-			plan.defaultPids(&l, slices.Contains(availableV2(slice), "pids"), "systemd does not delegate the pids controller to "+slice)
+			plan.defaultPids(&l, slices.Contains(availableV2(host, slice), "pids"), "systemd does not delegate the pids controller to "+slice)
 		}
 		return plan.finish(l, nil, ignore)
 	}
@@ -65,7 +64,7 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool, defaultPids b
 		parent = "/bothy"
 		if rootless {
 			why := fmt.Sprintf("no cgroup v2 subtree is delegated to uid %d: run bothy in a systemd user session (loginctl enable-linger) so that it can ask systemd for a scope, or set %s to a delegated cgroup that holds your processes (see docs/operator.md)",
-				os.Getuid(), CgroupParentEnv)
+				os.Getuid(), parentName)
 			var problems []string
 			if l.needsCgroup() {
 				problems = append(problems, why)
@@ -78,16 +77,16 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool, defaultPids b
 		}
 	}
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
-		return cgroupPlan{}, fmt.Errorf("invalid %s %q: give a clean absolute cgroup path", CgroupParentEnv, parent)
+		return cgroupPlan{}, fmt.Errorf("invalid %s %q: give a clean absolute cgroup path", parentName, parent)
 	}
 	// The controllers the parent can hand down: those of the nearest
 	// existing ancestor (libcontainer creates the rest of the path).
-	avail := availableV2(unifiedMount + parent)
+	avail := availableV2(host, unifiedMount+parent)
 	problems := l.checkControllers(func(c string) bool { return slices.Contains(avail, c) }, "which "+parent+" does not delegate")
 	plan.Path = parent + "/" + id
-	if rootless && !writableAncestor(unifiedMount+parent) {
+	if rootless && !writableAncestor(host, unifiedMount+parent) {
 		why := fmt.Sprintf("%s%s is not writable by uid %d: point %s at a cgroup delegated to you that holds your processes, or unset it and run bothy in a systemd user session (see docs/operator.md)",
-			unifiedMount, parent, os.Getuid(), CgroupParentEnv)
+			unifiedMount, parent, os.Getuid(), parentName)
 		if l.needsCgroup() {
 			problems = append(problems, why)
 		}
@@ -101,9 +100,9 @@ func planCgroupV2(id string, rootless bool, l Limits, ignore bool, defaultPids b
 
 // availableV2 returns cgroup.controllers of dir or its nearest existing
 // ancestor.
-func availableV2(dir string) []string {
+func availableV2(host cgroupLayout, dir string) []string {
 	for d := dir; strings.HasPrefix(d, unifiedMount); d = filepath.Dir(d) {
-		if data, err := os.ReadFile(filepath.Join(d, "cgroup.controllers")); err == nil {
+		if data, err := host.ReadFile(filepath.Join(d, "cgroup.controllers")); err == nil {
 			return strings.Fields(string(data))
 		}
 		if d == unifiedMount {
@@ -115,28 +114,15 @@ func availableV2(dir string) []string {
 
 // writableAncestor reports whether dir exists and is writable, or its
 // nearest existing ancestor is (so that it can be created).
-func writableAncestor(dir string) bool {
+func writableAncestor(host cgroupLayout, dir string) bool {
 	for d := dir; strings.HasPrefix(d, unifiedMount); d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			return unix.Access(d, unix.W_OK|unix.X_OK) == nil &&
-				unix.Access(filepath.Join(d, "cgroup.procs"), unix.W_OK) == nil
+		if host.Exists(d) {
+			return host.Access(d, unix.W_OK|unix.X_OK) == nil &&
+				host.Access(filepath.Join(d, "cgroup.procs"), unix.W_OK) == nil
 		}
 		if d == unifiedMount {
 			break
 		}
 	}
 	return false
-}
-
-// userBus reports whether the caller has a systemd user instance to talk to.
-func userBus() bool {
-	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "" {
-		return true
-	}
-	dir := os.Getenv("XDG_RUNTIME_DIR")
-	if dir == "" {
-		return false
-	}
-	fi, err := os.Stat(filepath.Join(dir, "bus"))
-	return err == nil && fi.Mode()&os.ModeSocket != 0
 }

@@ -1,27 +1,21 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
-	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/oci"
@@ -30,26 +24,30 @@ import (
 // DefaultImage is the name the embedded default image is imported under.
 const DefaultImage = "bothy-default:latest"
 
-// Options configure a Manager.
+// Options configure a Manager. The library reads no environment: the CLI
+// fills these from its flags and environment (cmd/bothy).
 type Options struct {
+	// Paths are the state and data trees. Default: DefaultPaths with the
+	// default UserDirs.
 	Paths Paths
 	// Executor is the host path of the bothy-executor binary. Default:
-	// $BOTHY_EXECUTOR, else bothy-executor beside the running binary.
+	// bothy-executor beside the running binary.
 	Executor string
 	// Init is the binary re-executed as launcher and container init; it must
-	// call launcher.Reexec first thing. Default: $BOTHY_INIT, else bothy-init
-	// beside the running binary.
+	// call launcher.Reexec first thing. Default: bothy-init beside the
+	// running binary.
 	Init string
 	// DefaultArchive is the OCI archive of the embedded default image.
-	// Default: $BOTHY_DEFAULT_IMAGE, else default-image.oci.tar beside the
-	// running binary or in ../share/bothy.
+	// Default: default-image.oci.tar beside the running binary or in
+	// ../share/bothy.
 	DefaultArchive string
 	// Progress receives pull and import progress; nil discards it.
 	Progress io.Writer
 	// UserNS chooses the rootless id mapping: "" (subordinate ids when
 	// /etc/subuid and newuidmap allow, else single), "single" or "subid".
-	// Default: $BOTHY_USERNS.
 	UserNS string
+	// Cgroups say where sandboxes' cgroups go.
+	Cgroups CgroupOptions
 }
 
 // Manager creates and finds sandboxes. It holds no state of its own beyond
@@ -59,6 +57,12 @@ type Manager struct {
 	paths   Paths
 	mapping userns.Mapping
 	store   *oci.Store
+	// The seams creation goes through: the image store (store), the
+	// launchers' starter and the host's cgroups; unit tests put fakes
+	// there.
+	images    imageStore
+	launchers launcherStarter
+	cgroups   cgroupLayout
 	// warmed: WarmCgroups moved this process into the sandboxes' cgroup
 	// parent, where its launchers are then born.
 	warmed atomic.Bool
@@ -67,7 +71,7 @@ type Manager struct {
 // Open prepares the directories and returns a Manager.
 func Open(opts Options) (*Manager, error) {
 	if opts.Paths == (Paths{}) {
-		p, err := DefaultPaths()
+		p, err := DefaultPaths(UserDirs{})
 		if err != nil {
 			return nil, err
 		}
@@ -82,28 +86,26 @@ func Open(opts Options) (*Manager, error) {
 	}
 	selfDir := filepath.Dir(self)
 	if opts.Executor == "" {
-		opts.Executor = firstExisting(os.Getenv("BOTHY_EXECUTOR"), filepath.Join(selfDir, "bothy-executor"))
+		opts.Executor = firstExisting(filepath.Join(selfDir, "bothy-executor"))
 	}
 	if opts.Init == "" {
-		opts.Init = firstExisting(os.Getenv("BOTHY_INIT"), filepath.Join(selfDir, "bothy-init"))
+		opts.Init = firstExisting(filepath.Join(selfDir, "bothy-init"))
 	}
 	if opts.DefaultArchive == "" {
-		opts.DefaultArchive = firstExisting(os.Getenv("BOTHY_DEFAULT_IMAGE"),
-			filepath.Join(selfDir, "default-image.oci.tar"),
+		opts.DefaultArchive = firstExisting(filepath.Join(selfDir, "default-image.oci.tar"),
 			filepath.Join(selfDir, "..", "share", "bothy", "default-image.oci.tar"))
 	}
 	store, err := oci.Open(opts.Paths.Images())
 	if err != nil {
 		return nil, err
 	}
-	if opts.UserNS == "" {
-		opts.UserNS = os.Getenv("BOTHY_USERNS")
-	}
 	mapping, err := userns.ChooseMapping(opts.UserNS)
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{opts: opts, paths: opts.Paths, mapping: mapping, store: store}, nil
+	m := &Manager{opts: opts, paths: opts.Paths, mapping: mapping, store: store, images: store, cgroups: hostCgroups{}}
+	m.launchers = initLauncher{m}
+	return m, nil
 }
 
 func firstExisting(paths ...string) string {
@@ -144,7 +146,9 @@ type CreateOptions struct {
 	// Env and Workdir apply to the executor and every command it runs.
 	Env     []string
 	Workdir string
-	Network string // NetworkNone (default) or NetworkHost
+	// Network is the sandbox's network (package network): its Mode is
+	// NetworkNone (the default) or NetworkHost.
+	Network network.Options
 	// APIKey is required by the executor on every route but /alive; empty:
 	// a random key of the sandbox's own (Sandbox.APIKey).
 	APIKey string
@@ -169,358 +173,10 @@ type CreateOptions struct {
 	Security Security
 }
 
-// Create starts a sandbox and returns once its executor answers.
-func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
-	trace.Mark("bothy", "create")
-	netMode, err := network.Parse(opts.Network)
-	if err != nil {
-		return nil, err
-	}
-	opts.Network = string(netMode)
-	if opts.Name != "" {
-		if err := validateName(opts.Name); err != nil {
-			return nil, err
-		}
-	}
-	mounts, err := m.parseMounts(opts)
-	if err != nil {
-		return nil, err
-	}
-	if slices.ContainsFunc(mounts, func(mnt Mount) bool { return mnt.Kind == MountVolume }) {
-		unlock, err := m.lockVolumes(false)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-	}
-	if err := opts.Limits.validate(); err != nil {
-		return nil, err
-	}
-	if err := opts.Security.validate(); err != nil {
-		return nil, err
-	}
-	if opts.APIKey == "" {
-		opts.APIKey = newAPIKey()
-	} else if err := validateAPIKey(opts.APIKey); err != nil {
-		return nil, err
-	}
-	if m.opts.Executor == "" {
-		return nil, errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
-	}
-	if m.opts.Init == "" {
-		return nil, errors.New("bothy-init not found: install it beside the bothy binary or set BOTHY_INIT")
-	}
-	// Keep a concurrent image prune from deleting blobs until the launcher
-	// has extracted the layers.
-	release, err := m.store.Hold(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	img, err := m.image(ctx, opts.Image)
-	if err != nil {
-		return nil, err
-	}
-	layers, err := m.layerRefs(img)
-	if err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "image resolved")
-
-	id := newID()
-	cgroup, err := planCgroup(id, m.mapping.Mode != userns.MapHost, opts.Limits, opts.IgnoreLimits)
-	if err != nil {
-		return nil, err
-	}
-	diskMode, diskIgnored, err := m.planDisk(opts.Limits, opts.Security, opts.IgnoreLimits)
-	if err != nil {
-		return nil, err
-	}
-	// The state directory comes first and goes last (see cleanup): from
-	// here on, whatever step a kill stops this at, it names what is left,
-	// and ps -a, rm and prune find it. Its lock, held until the sandbox
-	// runs, tells them a creator is at work.
-	unlock, err := m.paths.makeDir(id)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	trace.Mark("bothy", "directory made")
-	dir := m.paths.dir(id)
-	upperRoot := m.paths.upperRoot(id)
-	defer func() {
-		if err != nil {
-			if rec, rerr := m.paths.readStateLocked(id); rerr == nil {
-				_ = m.cleanup(id, rec)
-			}
-		}
-	}()
-	if opts.Name != "" {
-		if err := m.paths.reserveName(opts.Name, id); err != nil {
-			return nil, err
-		}
-		trace.Mark("bothy", "name reserved")
-	}
-	for _, d := range []string{filepath.Join(dir, "etc"), filepath.Join(dir, "rootfs"), upperRoot} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("create sandbox directory: %w", err)
-		}
-	}
-	// The disk limit goes on the upper root before anything is written in
-	// it: the overlays' upper and work directories are all below it.
-	// removeDisk finds it from the ID alone, whatever step a kill stops
-	// this at.
-	limits := cgroup.Limits
-	limits.Disk = 0
-	var disk *DiskLimit
-	if diskMode != "" {
-		if disk, err = m.setupDisk(ctx, id, upperRoot, diskMode, opts.Limits.Disk); err != nil {
-			return nil, err
-		}
-		limits.Disk = opts.Limits.Disk
-	}
-	if err := os.Mkdir(filepath.Join(upperRoot, "work"), 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox directory: %w", err)
-	}
-	// The upper directory's mode is the mode of / in the sandbox.
-	if err := os.Mkdir(filepath.Join(upperRoot, "upper"), 0o755); err != nil {
-		return nil, fmt.Errorf("create sandbox directory: %w", err)
-	}
-	overlays, err := m.setupMounts(id, mounts)
-	if err != nil {
-		return nil, err
-	}
-	// What the host connects to and reads is made here, in the state
-	// directory, and inherited by the executor.
-	sock, sockID, err := listenSocket(m.paths.SocketPath(id))
-	if err != nil {
-		return nil, err
-	}
-	defer sock.Close()
-	files := []*os.File{sock} // ipc.LauncherListenFD
-	if len(opts.Cmd) > 0 {
-		mainLog, err := openMainLog(filepath.Join(dir, mainLogName))
-		if err != nil {
-			return nil, err
-		}
-		defer mainLog.Close()
-		files = append(files, mainLog) // ipc.LauncherMainLogFD
-	}
-	imageName := opts.Image
-	if imageName == "" {
-		imageName = DefaultImage
-	}
-	sb = &Sandbox{
-		ID: id, Name: opts.Name, Image: imageName, ImageDigest: img.Digest.String(),
-		Created: time.Now().UTC(), Network: opts.Network, Rootless: m.mapping.Mode != userns.MapHost, IDMap: m.mapping,
-		Cmd: opts.Cmd, Env: opts.Env, Workdir: opts.Workdir, AutoRemove: opts.AutoRemove, Labels: opts.Labels,
-		Mounts: mounts,
-		Limits: limits, LimitsIgnored: joinNonEmpty("; ", cgroup.Ignored, diskIgnored), LimitsNotEnforced: cgroup.NotEnforced,
-		Cgroup: cgroup.Path, CgroupSystemd: cgroup.Systemd, Disk: disk,
-		Security: opts.Security,
-		APIKey:   opts.APIKey, SocketIdentity: sockID,
-	}
-	if err := writeState(dir, sb); err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "state written")
-	req := ipc.Request{
-		ID: id, Bundle: dir, Rootfs: filepath.Join(dir, "rootfs"), Layers: layers, LayerCache: m.LayerDir(),
-		Upper: filepath.Join(upperRoot, "upper"), Work: filepath.Join(upperRoot, "work"), Mapping: m.mapping, Overlays: overlays,
-		StateRoot: filepath.Join(dir, "libcontainer"), Log: filepath.Join(dir, "executor.log"), ReadyTimeout: opts.ReadyTimeout,
-		SystemdCgroup: cgroup.Systemd, SeccompCache: m.paths.seccompCache(), MainLog: len(opts.Cmd) > 0,
-	}
-	if err := writeJSON(filepath.Join(dir, "launch.json"), req); err != nil {
-		return nil, err
-	}
-	// The launcher starts now, mounts the root filesystem and waits for the
-	// bundle: its start-up (and the cgroup grace period, see
-	// warmCgroupMigration) overlaps ours.
-	lp, err := m.startLauncher(ctx, sb, dir, files)
-	if err != nil {
-		return nil, err
-	}
-	defer lp.abort()
-	trace.Mark("bothy", "launcher started")
-
-	hostname := opts.Name
-	if hostname == "" || len(hostname) > 63 {
-		hostname = id[:12]
-	}
-	if err := writeEtc(filepath.Join(dir, "etc"), network.EtcFiles(netMode, hostname)); err != nil {
-		return nil, err
-	}
-	workdir := opts.Workdir
-	if workdir == "" {
-		workdir = img.Config.Config.WorkingDir
-	}
-	args := []string{ExecutorPath, "--ready-fd", "3", "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
-	if len(opts.Cmd) > 0 {
-		args = append(append(args, "--main-log-fd", strconv.Itoa(ipc.ExecutorMainLogFD), "--"), opts.Cmd...)
-	}
-	// The executor removes the key from the environment its processes get.
-	env := append(append([]string{}, img.Config.Config.Env...), opts.Env...)
-	env = append(env, "BOTHY_API_KEY="+opts.APIKey)
-	spec, err := buildSpec(specInput{
-		ID: id, Hostname: hostname, Rootfs: req.Rootfs, Rootless: sb.Rootless,
-		Network: netMode, Env: env, Workdir: workdir, Executor: m.opts.Executor,
-		EtcDir: filepath.Join(dir, "etc"), Args: args,
-		Mounts: m.specMounts(id, mounts),
-		Cgroup: cgroup, Security: opts.Security, DiskQuota: diskMode == DiskQuota,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := writeJSON(filepath.Join(dir, "config.json"), spec); err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "bundle written")
-	pid, err := lp.run(ctx)
-	if err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "launcher reported")
-	start, _, err := procStart(pid)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s exited at once; see %s", id[:12], req.Log)
-	}
-	sb.Pid, sb.PidStart = pid, start
-	sb.LauncherPid, sb.LauncherStart = 0, 0
-	if err := writeState(dir, sb); err != nil {
-		return nil, err
-	}
-	trace.Mark("bothy", "ready")
-	return m.paths.readStateLocked(id)
-}
-
-// launcher is a started launcher that waits for the go-ahead.
-type launcher struct {
-	cmd     *exec.Cmd
-	reportR *os.File     // its Result
-	goW     *os.File     // one byte: the bundle is written; closed: give up
-	mapped  func() error // waits for its user namespace's id maps
-	stderr  *bytes.Buffer
-	done    bool
-}
-
-// startLauncher starts the launcher in fresh namespaces. It initialises,
-// enters its namespaces and mounts the root filesystem (launch.json) while
-// the caller writes the bundle, then waits on fd 4 for run (or abort) before
-// it reads config.json. files are passed on to the executor (from fd 5:
-// ipc.LauncherListenFD).
-func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (*launcher, error) {
-	reportR, reportW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	goR, goW, err := os.Pipe()
-	if err != nil {
-		reportR.Close()
-		reportW.Close()
-		return nil, err
-	}
-	lp := &launcher{reportR: reportR, goW: goW, stderr: &bytes.Buffer{}}
-	cmd := exec.CommandContext(ctx, m.opts.Init, ipc.Arg, filepath.Join(dir, "launch.json"))
-	cmd.ExtraFiles = append([]*os.File{reportW, goR}, files...) // fds 3, 4, then files
-	cmd.Stderr = lp.stderr
-	// A killed launcher's stray descendants must not hold Wait on its
-	// stderr pipe.
-	cmd.WaitDelay = time.Second
-	if trace.Enabled() {
-		cmd.Stderr = os.Stderr
-	}
-	cmd.Env = launcherEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	mapped, err := userns.Start(cmd, m.mapping)
-	reportW.Close()
-	goR.Close()
-	if err != nil {
-		reportR.Close()
-		goW.Close()
-		return nil, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
-	}
-	lp.cmd, lp.mapped = cmd, mapped
-	if sb.Cgroup != "" && !sb.CgroupSystemd && !m.warmed.Load() {
-		warmCgroupMigration(cmd.Process.Pid, path.Dir(sb.Cgroup))
-	}
-	// Recorded before it may go ahead: while it lives the sandbox is
-	// creating, and rm -f kills it first.
-	start, _, err := procStart(cmd.Process.Pid)
-	if err == nil {
-		sb.LauncherPid, sb.LauncherStart = cmd.Process.Pid, start
-		err = writeState(dir, sb)
-	}
-	if err != nil {
-		_ = cmd.Process.Kill()
-		lp.abort()
-		return nil, fmt.Errorf("start launcher: record it: %w", err)
-	}
-	return lp, nil
-}
-
-// run lets the launcher go on with the written bundle and returns the
-// sandbox's PID 1 as the launcher reports it.
-func (lp *launcher) run(ctx context.Context) (int, error) {
-	lp.done = true
-	defer lp.reportR.Close()
-	if err := lp.mapped(); err != nil {
-		lp.goW.Close()
-		_ = lp.cmd.Wait()
-		return 0, fmt.Errorf("start sandbox: map the user namespace: %w", err)
-	}
-	_, goErr := lp.goW.Write([]byte{1})
-	lp.goW.Close()
-	var res ipc.Result
-	decodeErr := json.NewDecoder(lp.reportR).Decode(&res)
-	waitErr := lp.cmd.Wait()
-	switch {
-	case decodeErr == nil && res.Error != "":
-		return 0, fmt.Errorf("start sandbox: %s", res.Error)
-	case decodeErr == nil && res.Pid > 0:
-		return res.Pid, nil
-	case ctx.Err() != nil:
-		return 0, fmt.Errorf("start sandbox: %w", ctx.Err())
-	default:
-		msg := strings.TrimSpace(lp.stderr.String())
-		if msg == "" && waitErr != nil {
-			msg = waitErr.Error()
-		}
-		if msg == "" && goErr != nil {
-			msg = goErr.Error()
-		}
-		return 0, fmt.Errorf("start sandbox: launcher failed: %s", msg)
-	}
-}
-
-// abort ends a launcher that was never told to run: closing its go-ahead
-// pipe makes it exit before it touches anything.
-func (lp *launcher) abort() {
-	if lp.done {
-		return
-	}
-	lp.done = true
-	lp.goW.Close()
-	lp.reportR.Close()
-	_ = lp.mapped()
-	_ = lp.cmd.Wait()
-}
-
-// launcherEnv passes the environment through, minus anything that would steer
-// libcontainer's init in the wrong process.
-func launcherEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "_LIBCONTAINER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 // image resolves ref, importing the embedded default image on first use.
 func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 	if ref != "" {
-		img, err := m.store.Resolve(ctx, ref)
+		img, err := m.images.Resolve(ctx, ref)
 		if err != nil {
 			if errors.Is(err, oci.ErrNotFound) {
 				return nil, fmt.Errorf("image %s not found: pull it first with `bothy pull %s`: %w", ref, ref, err)
@@ -529,7 +185,7 @@ func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 		}
 		return img, nil
 	}
-	img, err := m.store.Resolve(ctx, DefaultImage)
+	img, err := m.images.Resolve(ctx, DefaultImage)
 	if err == nil {
 		return img, nil
 	}
@@ -539,7 +195,7 @@ func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
 	if m.opts.DefaultArchive == "" {
 		return nil, errors.New("the default image archive (default-image.oci.tar) is not installed beside bothy: run `make build` or set BOTHY_DEFAULT_IMAGE, or name an image")
 	}
-	img, err = m.store.ImportOCIArchive(ctx, m.opts.DefaultArchive, DefaultImage)
+	img, err = m.images.ImportOCIArchive(ctx, m.opts.DefaultArchive, DefaultImage)
 	if err != nil {
 		return nil, fmt.Errorf("import default image from %s: %w", m.opts.DefaultArchive, err)
 	}
@@ -554,7 +210,7 @@ func (m *Manager) layerRefs(img *oci.Image) ([]ipc.Layer, error) {
 	}
 	layers := make([]ipc.Layer, len(img.Layers))
 	for i, l := range img.Layers {
-		blob, err := m.store.BlobPath(l.Digest)
+		blob, err := m.images.BlobPath(l.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
 		}
@@ -565,6 +221,9 @@ func (m *Manager) layerRefs(img *oci.Image) ([]ipc.Layer, error) {
 
 // Get finds a sandbox by name, ID or unique ID prefix.
 func (m *Manager) Get(ctx context.Context, ref string) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	id, err := m.paths.resolve(ref)
 	if err != nil {
 		return nil, err
@@ -580,6 +239,9 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	}
 	var out []*Sandbox
 	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		sb, err := m.paths.readState(id)
 		if err != nil {
 			continue // removed meanwhile, or not yet written
@@ -591,13 +253,19 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 }
 
 // Stop sends SIGTERM to the sandbox's PID 1 (the executor forwards it to its
-// children), and SIGKILL after grace.
+// children), and SIGKILL after grace. It waits for the sandbox's lock (a
+// creator, rm or another stop at work) and then for PID 1 to be gone, and
+// gives up either wait with ctx's error when ctx is done: a sandbox it had
+// not signalled yet is untouched, one it had may still be stopping.
 func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	id, err := m.paths.resolve(ref)
 	if err != nil {
 		return err
 	}
-	unlock, err := m.paths.lock(id)
+	unlock, err := m.paths.lock(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -606,28 +274,42 @@ func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) err
 	if err != nil {
 		return err
 	}
-	return stopProcess(sb.Pid, sb.PidStart, grace)
+	return stopProcess(ctx, sb.Pid, sb.PidStart, grace)
 }
 
-func stopProcess(pid int, start uint64, grace time.Duration) error {
+// stopProcess stops the process named by pid and start time: SIGTERM, then
+// SIGKILL after grace (at once without one); it returns once the process is
+// gone, or with ctx's error when ctx is done first.
+func stopProcess(ctx context.Context, pid int, start uint64, grace time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if !alive(pid, start) {
 		// Gone, or a zombie leader whose last threads may still be
 		// exiting: wait for the whole group (at once for a plain zombie).
-		waitGone(pid, start, 10*time.Second)
+		if !waitGone(ctx, pid, start, 10*time.Second) {
+			return ctx.Err()
+		}
 		return nil
 	}
 	if grace > 0 {
 		if err := signalProcess(pid, start, unix.SIGTERM); err != nil {
 			return err
 		}
-		if waitGone(pid, start, grace) {
+		if waitGone(ctx, pid, start, grace) {
 			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	if err := signalProcess(pid, start, unix.SIGKILL); err != nil {
 		return err
 	}
-	if !waitGone(pid, start, 10*time.Second) {
+	if !waitGone(ctx, pid, start, 10*time.Second) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		return fmt.Errorf("process %d survived SIGKILL", pid)
 	}
 	return nil

@@ -27,21 +27,29 @@ type Paths struct {
 	fallback string
 }
 
-// DefaultPaths returns the directories for the calling user. BOTHY_ROOT, when
-// set, puts both trees under one directory (tests and multi-tenant hosts).
-func DefaultPaths() (Paths, error) {
-	if root := os.Getenv("BOTHY_ROOT"); root != "" {
-		return PathsUnder(root), nil
-	}
+// UserDirs are the caller's XDG base directories, as the CLI takes them
+// from $XDG_DATA_HOME and $XDG_RUNTIME_DIR; empty fields take the defaults.
+type UserDirs struct {
+	// DataHome holds the data tree (default ~/.local/share).
+	DataHome string
+	// RuntimeDir holds the state tree when it is the caller's and closed
+	// to others (default, and otherwise: a private directory under
+	// $TMPDIR).
+	RuntimeDir string
+}
+
+// DefaultPaths returns the directories for the calling user: /var/lib/bothy
+// and /run/bothy for root, under dirs for others.
+func DefaultPaths(dirs UserDirs) (Paths, error) {
 	if os.Geteuid() == 0 {
 		return Paths{Data: "/var/lib/bothy", State: "/run/bothy"}, nil
 	}
-	return rootlessPaths()
+	return rootlessPaths(dirs)
 }
 
 // rootlessPaths are an unprivileged caller's default directories.
-func rootlessPaths() (Paths, error) {
-	data := os.Getenv("XDG_DATA_HOME")
+func rootlessPaths(dirs UserDirs) (Paths, error) {
+	data := dirs.DataHome
 	if data == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
@@ -50,7 +58,7 @@ func rootlessPaths() (Paths, error) {
 		data = filepath.Join(home, ".local", "share")
 	}
 	p := Paths{Data: filepath.Join(data, "bothy")}
-	state := os.Getenv("XDG_RUNTIME_DIR")
+	state := dirs.RuntimeDir
 	if state == "" || !usableRuntimeDir(state) {
 		// su and batch schedulers often leave XDG_RUNTIME_DIR unset; fall
 		// back to a private directory in /tmp that we own.

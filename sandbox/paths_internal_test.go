@@ -35,7 +35,7 @@ func fallbackEnv(t *testing.T) (tmp, fallback string) {
 
 func mustRootlessPaths(t *testing.T) Paths {
 	t.Helper()
-	p, err := rootlessPaths()
+	p, err := rootlessPaths(UserDirs{DataHome: os.Getenv("XDG_DATA_HOME"), RuntimeDir: os.Getenv("XDG_RUNTIME_DIR")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -73,28 +74,20 @@ func signalProcess(pid int, start uint64, sig unix.Signal) error {
 	return nil
 }
 
-// waitGone waits until the process is dead or the timeout passes. A pidfd
-// becomes readable the moment the process exits, so there is no polling
-// delay; kernels without pidfds fall back to polling. A zombie thread-group
-// leader whose other threads still run is not gone: /proc shows the leader
-// as a zombie while the last thread of a killed PID 1 still tears down its
-// pid namespace (killing and reaping everything in it); its pidfd becomes
-// readable only once the whole group has exited.
-func waitGone(pid int, start uint64, timeout time.Duration) bool {
+// waitGone waits until the process is dead, the timeout passes or ctx is
+// done, and reports whether it is dead. A pidfd becomes readable the moment
+// the process exits, so there is no polling delay; kernels without pidfds
+// fall back to polling. A zombie thread-group leader whose other threads
+// still run is not gone: /proc shows the leader as a zombie while the last
+// thread of a killed PID 1 still tears down its pid namespace (killing and
+// reaping everything in it); its pidfd becomes readable only once the whole
+// group has exited.
+func waitGone(ctx context.Context, pid int, start uint64, timeout time.Duration) bool {
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		defer unix.Close(fd)
 		if got, _, err := procStart(pid); err == nil && got == start { // the pidfd names our process, not a successor
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			deadline := time.Now().Add(timeout)
-			for {
-				left := time.Until(deadline)
-				if left <= 0 {
-					return false
-				}
-				n, err := unix.Poll(fds, int(left.Milliseconds())+1)
-				if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
-					break
-				}
+			if !pollPidfd(ctx, fd, timeout) {
+				return false
 			}
 		}
 	}
@@ -104,10 +97,47 @@ func waitGone(pid int, start uint64, timeout time.Duration) bool {
 			reapIfChild(pid, start)
 			return true
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
 		time.Sleep(delay)
+	}
+}
+
+// pollPidfd waits until the pidfd is readable (its process has exited),
+// the timeout passes or ctx is done, and reports whether it is readable. A
+// done ctx closes a pipe polled beside the pidfd.
+func pollPidfd(ctx context.Context, pidfd int, timeout time.Duration) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	if ctx.Done() != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return false
+		}
+		defer r.Close()
+		stop := context.AfterFunc(ctx, func() { w.Close() })
+		defer func() {
+			if stop() {
+				w.Close()
+			}
+		}()
+		fds = append(fds, unix.PollFd{Fd: int32(r.Fd()), Events: unix.POLLIN})
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		switch {
+		case err != nil && !errors.Is(err, unix.EINTR):
+			return true // the caller looks at the process itself
+		case n > 0 && fds[0].Revents != 0:
+			return true
+		case n > 0:
+			return false // ctx is done
+		}
 	}
 }
 

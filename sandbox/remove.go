@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 )
 
 // Removal. A sandbox is made of, in the order Create makes them: its state
@@ -33,6 +33,9 @@ import (
 // sandbox is killed first. A dead one (its creation or removal cut short) is
 // removed with whatever processes are left in its cgroups.
 func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	id, err := m.paths.resolve(ref)
 	if err != nil {
 		return err
@@ -49,7 +52,7 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 			endedLauncher = signalProcess(sb.LauncherPid, sb.LauncherStart, unix.SIGKILL) == nil
 		}
 	}
-	unlock, err := m.paths.lock(id)
+	unlock, err := m.paths.lock(ctx, id)
 	switch {
 	case err == nil:
 		defer unlock()
@@ -73,7 +76,7 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 	if !force && (sb.Status == StatusRunning || sb.Status == StatusCreating) {
 		return fmt.Errorf("%w: %s; stop it first or use --force", ErrRunning, sb.ShortID())
 	}
-	return m.cleanup(id, sb)
+	return m.cleanup(ctx, id, sb)
 }
 
 // cleanup removes everything that is left of sandbox id, whatever step its
@@ -84,18 +87,21 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 //     mounts, which live in the launcher's and the sandbox's mount
 //     namespaces, go with the last of them;
 //  2. cgroups removed, in every hierarchy;
-//  3. upper directory removed (the data tree);
-//  4. state removed: the state directory, with the bundle, libcontainer's
+//  3. network removed: what the network mode's setup made on the host;
+//  4. disk limit removed: its image's mount, or its project quota;
+//  5. upper directory removed (the data tree);
+//  6. state removed: the state directory, with the bundle, libcontainer's
 //     state, the socket directory and state.json;
-//  5. name released.
+//  7. name released.
 //
 // A step that fails stops the cleanup: the state directory, which names the
 // sandbox, stays until everything but its name is gone, so that a failure
 // or a kill at any step leaves it listed by ps -a, and rm -f or prune takes
 // it up from there. The caller holds the sandbox's lock (or it has no state
 // directory any more); sb is its record, or what readState makes of its
-// directories when the record is lost.
-func (m *Manager) cleanup(id string, sb *Sandbox) error {
+// directories when the record is lost. A done ctx stops it between steps,
+// or in one that waits.
+func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 	mapping, cgroup := sb.IDMap, sb.Cgroup
 	if sb.lost {
 		mapping, cgroup = m.mapping, m.plannedCgroup(id)
@@ -104,14 +110,19 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 		done string
 		run  func() error
 	}{
-		{"processes killed", func() error { return killSandbox(sb, cgroup) }},
-		{"cgroups removed", func() error { return destroyCgroups(cgroupTree(id, cgroup, sb.Dir)) }},
+		{"processes killed", func() error { return killSandbox(ctx, sb, cgroup) }},
+		{"cgroups removed", func() error { return destroyCgroups(ctx, cgroupTree(id, cgroup, sb.Dir)) }},
+		// What the network's setup made on the host, found from the ID
+		// and the state directory (which is still there) alone.
+		{"network removed", func() error {
+			return network.Teardown(ctx, m.networkSandbox(id, 0))
+		}},
 		// The disk limit's image mount or project quota, found from the ID
 		// alone. The upper root is the image's mount point: while it is
 		// mounted, nothing more is removed, so that rm can be run again.
-		{"disk limit removed", func() error { return m.removeDisk(id) }},
-		{"upper directory removed", func() error { return userns.RemoveAs(m.opts.Init, mapping, m.paths.upperRoot(id)) }},
-		{"state removed", func() error { return userns.RemoveAs(m.opts.Init, mapping, m.paths.dir(id)) }},
+		{"disk limit removed", func() error { return m.removeDisk(ctx, id) }},
+		{"upper directory removed", func() error { return userns.RemoveAs(ctx, m.opts.Init, mapping, m.paths.upperRoot(id)) }},
+		{"state removed", func() error { return userns.RemoveAs(ctx, m.opts.Init, mapping, m.paths.dir(id)) }},
 		{"name released", func() error {
 			if sb.lost {
 				return m.paths.releaseNames(id)
@@ -121,6 +132,9 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 		}},
 	}
 	for _, step := range steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("remove sandbox %s: %w", id[:12], err)
+		}
 		if err := step.run(); err != nil {
 			return fmt.Errorf("remove sandbox %s: %w", id[:12], err)
 		}
@@ -129,19 +143,25 @@ func (m *Manager) cleanup(id string, sb *Sandbox) error {
 	return nil
 }
 
+// networkSandbox is sandbox id as the network plan's setup and teardown see
+// it.
+func (m *Manager) networkSandbox(id string, launcherPid int) network.Sandbox {
+	return network.Sandbox{ID: id, Dir: m.paths.dir(id), StateRoot: m.paths.State, Init: m.opts.Init, LauncherPid: launcherPid}
+}
+
 // plannedCgroup is the cgroup Create gives sandbox id under the current
 // settings: the cgroup of a sandbox whose record is lost. "" when it would
 // have none of its own, or a systemd scope (which systemd removes).
 func (m *Manager) plannedCgroup(id string) string {
 	rootless := m.mapping.Mode != userns.MapHost
 	var parent string
-	if cgroups.IsCgroup2UnifiedMode() {
-		parent = os.Getenv(CgroupParentEnv)
+	if m.cgroups.Unified() {
+		parent = m.opts.Cgroups.Parent
 		if parent == "" && !rootless {
 			parent = "/bothy"
 		}
 	} else {
-		parent = v1CgroupParent(rootless)
+		parent = v1CgroupParent(m.opts.Cgroups.Parent, rootless)
 	}
 	if !filepath.IsAbs(parent) || filepath.Clean(parent) != parent || parent == "/" {
 		return ""
@@ -156,18 +176,18 @@ func (m *Manager) plannedCgroup(id string) string {
 // process in its cgroups (an init that never became PID 1, or a PID 1 that
 // nobody recorded). Processes are named by pid and start time, and by
 // membership of the sandbox's own cgroups: nothing else is ever signalled.
-func killSandbox(sb *Sandbox, cgroup string) error {
-	if err := stopProcess(sb.LauncherPid, sb.LauncherStart, 0); err != nil {
+func killSandbox(ctx context.Context, sb *Sandbox, cgroup string) error {
+	if err := stopProcess(ctx, sb.LauncherPid, sb.LauncherStart, 0); err != nil {
 		return fmt.Errorf("kill launcher: %w", err)
 	}
 	pid, start := sb.Pid, sb.PidStart
 	if pid == 0 && sb.Dir != "" {
 		pid, start = libcontainerInit(sb.Dir, sb.ID)
 	}
-	if err := stopProcess(pid, start, 0); err != nil {
+	if err := stopProcess(ctx, pid, start, 0); err != nil {
 		return fmt.Errorf("kill sandbox init: %w", err)
 	}
-	return killCgroup(cgroupTree(sb.ID, cgroup, sb.Dir))
+	return killCgroup(ctx, cgroupTree(sb.ID, cgroup, sb.Dir))
 }
 
 // libcontainerState is what bothy reads of libcontainer's state in the
@@ -246,8 +266,8 @@ func cgroupTree(id, cgroup, dir string) []string {
 }
 
 // killCgroup kills every process in the sandbox's cgroups (cgroupTree) and
-// waits until they are empty.
-func killCgroup(dirs []string) error {
+// waits until they are empty, or ctx is done.
+func killCgroup(ctx context.Context, dirs []string) error {
 	if len(dirs) == 0 {
 		return nil
 	}
@@ -271,7 +291,9 @@ func killCgroup(dirs []string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("kill processes in cgroup %s: %d survived SIGKILL", dirs[len(dirs)-1], left)
 		}
-		time.Sleep(delay)
+		if err := sleepCtx(ctx, delay); err != nil {
+			return fmt.Errorf("kill processes in cgroup %s: %w", dirs[len(dirs)-1], err)
+		}
 	}
 }
 
@@ -333,16 +355,18 @@ func cgroupProcs(dir string) ([]int, error) {
 
 // destroyCgroups removes the sandbox's cgroup directories (cgroupTree) once
 // its processes are gone (killSandbox). A cgroup whose last process has just
-// died can stay busy for a moment: each removal is retried for a while,
-// killing anything that is (still) in it meanwhile.
-func destroyCgroups(dirs []string) error {
+// died can stay busy for a moment: each removal is retried for a while
+// (until ctx is done), killing anything that is (still) in it meanwhile.
+func destroyCgroups(ctx context.Context, dirs []string) error {
 	for _, dir := range dirs {
 		err := unix.Rmdir(dir)
 		for delay := time.Millisecond; errors.Is(err, unix.EBUSY) && delay <= time.Second; delay *= 2 {
 			if _, kerr := killCgroupProcs(dir); kerr != nil {
 				return kerr
 			}
-			time.Sleep(delay)
+			if serr := sleepCtx(ctx, delay); serr != nil {
+				return fmt.Errorf("remove cgroup %s: %w", dir, serr)
+			}
 			err = unix.Rmdir(dir)
 		}
 		if err != nil && !errors.Is(err, unix.ENOENT) {
@@ -370,7 +394,7 @@ func (m *Manager) Prune(ctx context.Context) ([]string, error) {
 		if ctx.Err() != nil {
 			return removed, ctx.Err()
 		}
-		ok, err := m.pruneOne(id)
+		ok, err := m.pruneOne(ctx, id)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -378,13 +402,13 @@ func (m *Manager) Prune(ctx context.Context) ([]string, error) {
 			removed = append(removed, id)
 		}
 	}
-	errs = append(errs, m.paths.pruneNewDirs(), m.paths.releaseNames(""))
+	errs = append(errs, m.paths.pruneNewDirs(ctx), m.paths.releaseNames(""))
 	return removed, errors.Join(errs...)
 }
 
 // pruneOne removes sandbox id unless it runs or is being created; it reports
 // whether it did.
-func (m *Manager) pruneOne(id string) (bool, error) {
+func (m *Manager) pruneOne(ctx context.Context, id string) (bool, error) {
 	unlock, err := m.paths.tryLock(id)
 	switch {
 	case err == nil:
@@ -409,8 +433,20 @@ func (m *Manager) pruneOne(id string) (bool, error) {
 	if sb.Status == StatusRunning || sb.Status == StatusCreating {
 		return false, nil
 	}
-	if err := m.cleanup(id, sb); err != nil {
+	if err := m.cleanup(ctx, id, sb); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// sleepCtx sleeps for d, or until ctx is done (then its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

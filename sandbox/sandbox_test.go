@@ -16,13 +16,16 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // The test binary is the launcher and container init of the sandboxes it
 // starts, as runc's libcontainer/integration tests do.
 func TestMain(m *testing.M) {
+	trace.Configure(trace.FromEnv()) // as bothy-init's main does
 	launcher.Reexec()
 	os.Exit(m.Run())
 }
@@ -36,9 +39,20 @@ func newManager(t *testing.T) *sandbox.Manager {
 // user namespace mode ("" for the best available).
 func newManagerNS(t *testing.T, userns string) *sandbox.Manager {
 	t.Helper()
+	return newManagerWith(t, sandbox.Options{UserNS: userns})
+}
+
+// newManagerWith is newManager with opts, whose Paths, Executor and Init
+// it fills in.
+func newManagerWith(t *testing.T, opts sandbox.Options) *sandbox.Manager {
+	t.Helper()
 	root := testenv.ShortTempDir(t)
 	self, _ := os.Executable()
-	m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(root), Executor: testenv.Executor(t), Init: self, UserNS: userns})
+	opts.Paths, opts.Executor, opts.Init = sandbox.PathsUnder(root), testenv.Executor(t), self
+	// make test builds the default image (the tests that need it skip
+	// without it).
+	opts.DefaultArchive = os.Getenv("BOTHY_DEFAULT_IMAGE")
+	m, err := sandbox.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +239,7 @@ func dirSize(t *testing.T, dir string) int64 {
 
 func TestNetworkHost(t *testing.T) {
 	m := newManager(t)
-	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Network: sandbox.NetworkHost})
+	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox", Network: network.Options{Mode: sandbox.NetworkHost}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +352,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{sandbox.CreateOptions{Image: "nosuch:image"}, "not found"},
 		{sandbox.CreateOptions{Image: "busybox", Name: "bad name/.."}, "invalid sandbox name"},
-		{sandbox.CreateOptions{Image: "busybox", Network: "bridge"}, "unknown network mode"},
+		{sandbox.CreateOptions{Image: "busybox", Network: network.Options{Mode: "nosuch"}}, "unknown network mode"},
 		{sandbox.CreateOptions{Image: "busybox", Workdir: "relative"}, "must be absolute"},
 	} {
 		_, err := m.Create(ctx, tc.opts)
@@ -401,5 +415,36 @@ func TestIDMapping(t *testing.T) {
 			}
 			assertGone(t, m, sb)
 		})
+	}
+}
+
+// TestStopRemoveCancelled: Stop and Remove with a context already done
+// return its error and touch nothing: the sandbox still runs and answers,
+// and stops and goes with a live context.
+func TestStopRemoveCancelled(t *testing.T) {
+	m := newManager(t)
+	sb, err := m.Create(context.Background(), sandbox.CreateOptions{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.Stop(done, sb.ID, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Stop: %v, want context.Canceled", err)
+	}
+	if err := m.Remove(done, sb.ID, true); !errors.Is(err, context.Canceled) {
+		t.Errorf("Remove -f: %v, want context.Canceled", err)
+	}
+	if got, err := m.Get(context.Background(), sb.ID); err != nil || got.Status != sandbox.StatusRunning {
+		t.Fatalf("after cancelled stop and rm: %v %v, want running", got, err)
+	}
+	if got := run(t, sb, "echo ok"); got != "ok" {
+		t.Errorf("the sandbox answers %q", got)
+	}
+	if err := m.Stop(context.Background(), sb.ID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(context.Background(), sb.ID, false); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/bothy-sandbox/bothy/internal/disk"
@@ -43,7 +42,7 @@ type specInput struct {
 	ID, Hostname string
 	Rootfs       string
 	Rootless     bool
-	Network      network.Mode
+	Network      *network.Plan
 	Env          []string // image env, then the user's
 	Workdir      string
 	Executor     string // host path of the executor binary
@@ -55,13 +54,26 @@ type specInput struct {
 	// DiskQuota: the upper directory is under a project quota, which the
 	// sandbox must not move its files out of (see DiskLimit).
 	DiskQuota bool
+	// Host is what the spec depends on of the host.
+	Host hostFacts
+}
+
+// hostFacts are what a sandbox's spec depends on of the host bothy runs on,
+// looked up by the caller: the same input renders the same spec anywhere.
+type hostFacts struct {
+	// CgroupNS: the host is cgroup v2 only, and runc's spec gives the
+	// sandbox a cgroup namespace.
+	CgroupNS bool
+	// LowerOOMScore: bothy may lower OOM scores (CAP_SYS_RESOURCE), and
+	// the executor gets -999.
+	LowerOOMScore bool
 }
 
 // buildSpec returns the runtime spec of a sandbox: runc's defaults (masked
 // and read-only paths, the default capability set, no_new_privs), adjusted
 // for rootless operation and the executor's mounts.
 func buildSpec(in specInput) (*specs.Spec, error) {
-	spec := runcSpec(in.Rootless)
+	spec := runcSpec(in.Rootless, in.Host.CgroupNS)
 	spec.Root = &specs.Root{Path: in.Rootfs}
 	spec.Hostname = in.Hostname
 	spec.Process.Terminal = false
@@ -77,7 +89,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	// The executor answers; it must not die first when memory runs out.
 	// Lowering the score needs CAP_SYS_RESOURCE, which rootless callers (and
 	// root on some hosts) lack.
-	if hasCapSysResource() {
+	if in.Host.LowerOOMScore {
 		adj := -999
 		spec.Process.OOMScoreAdj = &adj
 	}
@@ -90,7 +102,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		})
 		spec.Linux.UIDMappings, spec.Linux.GIDMappings = nil, nil
 	}
-	network.Apply(spec, in.Network, in.Rootless)
+	in.Network.Apply(spec)
 	// Docker's default capability set (root in the sandbox can chown,
 	// install packages and drop privileges, but not mount, load modules or
 	// trace the host), no_new_privs, seccomp; cgroup and limits.
@@ -114,9 +126,10 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 
 // runcSpec is the spec `runc spec` writes (`runc spec --rootless` when
 // rootless): libcontainer/specconv's Example, and ToRootless for the caller's
-// ids. It is written out here so that the CLI does not link libcontainer;
-// TestRuncSpec checks that the two still agree.
-func runcSpec(rootless bool) *specs.Spec {
+// ids (cgroupNS: on a cgroup v2 only host, as specconv adds it). It is
+// written out here so that the CLI does not link libcontainer; TestRuncSpec
+// checks that the two still agree.
+func runcSpec(rootless, cgroupNS bool) *specs.Spec {
 	caps := []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
 	mount := func(dest, typ, src string, opts ...string) specs.Mount {
 		return specs.Mount{Destination: dest, Type: typ, Source: src, Options: opts}
@@ -154,7 +167,7 @@ func runcSpec(rootless bool) *specs.Spec {
 				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}},
 		},
 	}
-	if cgroups.IsCgroup2UnifiedMode() {
+	if cgroupNS {
 		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
 	}
 	if !rootless {

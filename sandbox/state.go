@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -222,19 +223,20 @@ var errBusy = errors.New("sandbox is busy")
 // lock takes the sandbox's lock, an exclusive flock on its state
 // directory. Create holds it from the moment the directory appears until the
 // sandbox runs (or its failure is cleaned up); stop, rm and prune hold it
-// while they work. A sandbox removed while the caller waited is ErrNotFound.
-func (p Paths) lock(id string) (unlock func(), err error) {
-	return flockDir(p.dir(id), id, unix.LOCK_EX)
+// while they work. A sandbox removed while the caller waited is ErrNotFound;
+// the wait ends with ctx's error when ctx is done.
+func (p Paths) lock(ctx context.Context, id string) (unlock func(), err error) {
+	return flockDir(ctx, p.dir(id), id, unix.LOCK_EX)
 }
 
 // tryLock is lock without the wait: errBusy when another process holds it.
 func (p Paths) tryLock(id string) (unlock func(), err error) {
-	return flockDir(p.dir(id), id, unix.LOCK_EX|unix.LOCK_NB)
+	return flockDir(context.Background(), p.dir(id), id, unix.LOCK_EX|unix.LOCK_NB)
 }
 
 // busy reports whether another process holds the sandbox's lock.
 func (p Paths) busy(id string) bool {
-	unlock, err := flockDir(p.dir(id), id, unix.LOCK_SH|unix.LOCK_NB)
+	unlock, err := flockDir(context.Background(), p.dir(id), id, unix.LOCK_SH|unix.LOCK_NB)
 	if err != nil {
 		return errors.Is(err, errBusy)
 	}
@@ -242,7 +244,7 @@ func (p Paths) busy(id string) bool {
 	return false
 }
 
-func flockDir(dir, id string, how int) (unlock func(), err error) {
+func flockDir(ctx context.Context, dir, id string, how int) (unlock func(), err error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -250,16 +252,13 @@ func flockDir(dir, id string, how int) (unlock func(), err error) {
 		}
 		return nil, fmt.Errorf("lock sandbox %s: %w", id, err)
 	}
-	for {
-		err = unix.Flock(fd, how)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := flock(ctx, fd, how); err != nil {
 		unix.Close(fd)
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		switch {
+		case errors.Is(err, unix.EWOULDBLOCK):
 			return nil, errBusy
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return nil, err
 		}
 		return nil, fmt.Errorf("lock sandbox %s: %w", id, err)
 	}
@@ -272,13 +271,55 @@ func flockDir(dir, id string, how int) (unlock func(), err error) {
 	return func() { unix.Close(fd) }, nil
 }
 
+// flock takes how (unix.LOCK_SH or LOCK_EX, with LOCK_NB not to wait) on
+// fd, waiting until the lock is free or ctx is done. A wait given up leaves
+// behind a goroutine blocked on a duplicate of fd, which lets the lock go
+// as soon as it gets it: the caller closes fd, and the duplicate is then
+// the last descriptor of the open file the lock belongs to.
+func flock(ctx context.Context, fd, how int) error {
+	try := func(fd, how int) error {
+		for {
+			if err := unix.Flock(fd, how); !errors.Is(err, unix.EINTR) {
+				return err
+			}
+		}
+	}
+	err := try(fd, how|unix.LOCK_NB)
+	if how&unix.LOCK_NB != 0 || !errors.Is(err, unix.EWOULDBLOCK) {
+		return err
+	}
+	if ctx.Done() == nil {
+		return try(fd, how) // a wait nothing can end
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	got := make(chan error, 1)
+	go func() { got <- try(dup, how) }()
+	select {
+	case err := <-got:
+		unix.Close(dup) // fd holds the lock: it is the open file's
+		return err
+	case <-ctx.Done():
+		go func() {
+			<-got
+			unix.Close(dup)
+		}()
+		return ctx.Err()
+	}
+}
+
 // makeDir creates the sandbox's state directory and returns it locked. It is
 // made under a temporary name, locked, and renamed to its ID: no other
 // process ever sees it unlocked while its creator lives. The creator holds
 // the sandboxes directory's lock shared meanwhile, and pruneNewDirs holds it
 // exclusively: a temporary directory it sees is one whose creator was killed.
-func (p Paths) makeDir(id string) (unlock func(), err error) {
-	unlockAll, err := flockDir(p.sandboxes(), "", unix.LOCK_SH)
+func (p Paths) makeDir(ctx context.Context, id string) (unlock func(), err error) {
+	unlockAll, err := flockDir(ctx, p.sandboxes(), "", unix.LOCK_SH)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
@@ -287,7 +328,7 @@ func (p Paths) makeDir(id string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
-	unlock, err = flockDir(tmp, id, unix.LOCK_EX)
+	unlock, err = flockDir(ctx, tmp, id, unix.LOCK_EX)
 	if err == nil {
 		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p.dir(id), unix.RENAME_NOREPLACE)
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
@@ -306,8 +347,8 @@ func (p Paths) makeDir(id string) (unlock func(), err error) {
 
 // pruneNewDirs removes the temporary state directories of creators that
 // were killed before theirs got its ID (see makeDir).
-func (p Paths) pruneNewDirs() error {
-	unlockAll, err := flockDir(p.sandboxes(), "", unix.LOCK_EX)
+func (p Paths) pruneNewDirs(ctx context.Context) error {
+	unlockAll, err := flockDir(ctx, p.sandboxes(), "", unix.LOCK_EX)
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -335,13 +376,7 @@ func (p Paths) lockNames() (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock sandbox names: %w", err)
 	}
-	for {
-		err = unix.Flock(fd, unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := flock(context.Background(), fd, unix.LOCK_EX); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("lock sandbox names: %w", err)
 	}

@@ -59,7 +59,7 @@ func validateVolumeName(name string) error {
 // lockVolumes takes the lock of the volume root, shared (sandbox creation:
 // volumes are looked up and created) or exclusive (removal: no sandbox may
 // start using a volume meanwhile).
-func (m *Manager) lockVolumes(exclusive bool) (unlock func(), err error) {
+func (m *Manager) lockVolumes(ctx context.Context, exclusive bool) (unlock func(), err error) {
 	if err := os.MkdirAll(m.paths.Volumes(), 0o700); err != nil {
 		return nil, fmt.Errorf("create volume directory: %w", err)
 	}
@@ -71,7 +71,7 @@ func (m *Manager) lockVolumes(exclusive bool) (unlock func(), err error) {
 	if exclusive {
 		how = unix.LOCK_EX
 	}
-	if err := unix.Flock(int(f.Fd()), how); err != nil {
+	if err := flock(ctx, int(f.Fd()), how); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock volumes: %w", err)
 	}
@@ -81,7 +81,7 @@ func (m *Manager) lockVolumes(exclusive bool) (unlock func(), err error) {
 // CreateVolume creates a named volume; an existing name is refused with
 // ErrVolumeExists.
 func (m *Manager) CreateVolume(ctx context.Context, name string) (*Volume, error) {
-	unlock, err := m.lockVolumes(false)
+	unlock, err := m.lockVolumes(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (m *Manager) ListVolumes(ctx context.Context) ([]*Volume, error) {
 // running (or starting) sandbox is refused; one mounted only by stopped
 // sandboxes is refused too unless force is set.
 func (m *Manager) RemoveVolume(ctx context.Context, name string, force bool) error {
-	unlock, err := m.lockVolumes(true)
+	unlock, err := m.lockVolumes(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -219,10 +219,10 @@ func (m *Manager) RemoveVolume(ctx context.Context, name string, force bool) err
 	if err != nil {
 		return err
 	}
-	return m.removeVolume(v, force)
+	return m.removeVolume(ctx, v, force)
 }
 
-func (m *Manager) removeVolume(v *Volume, force bool) error {
+func (m *Manager) removeVolume(ctx context.Context, v *Volume, force bool) error {
 	if v.Running {
 		return fmt.Errorf("%w: %s is mounted by running sandbox %s; stop it first", ErrVolumeInUse, v.Name, shortIDs(v.UsedBy))
 	}
@@ -243,7 +243,7 @@ func (m *Manager) removeVolume(v *Volume, force bool) error {
 	}
 	// Files written by a sandbox under subordinate ids are removed from
 	// inside a namespace with the same mapping.
-	if err := userns.RemoveAs(m.opts.Init, m.mapping, trash); err != nil {
+	if err := userns.RemoveAs(ctx, m.opts.Init, m.mapping, trash); err != nil {
 		return fmt.Errorf("remove volume %s: %w", v.Name, err)
 	}
 	return nil
@@ -252,7 +252,7 @@ func (m *Manager) removeVolume(v *Volume, force bool) error {
 // PruneVolumes removes every named volume no sandbox uses and returns their
 // names.
 func (m *Manager) PruneVolumes(ctx context.Context) ([]string, error) {
-	unlock, err := m.lockVolumes(true)
+	unlock, err := m.lockVolumes(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (m *Manager) PruneVolumes(ctx context.Context) ([]string, error) {
 		if len(v.UsedBy) > 0 {
 			continue
 		}
-		if err := m.removeVolume(v, false); err != nil {
+		if err := m.removeVolume(ctx, v, false); err != nil {
 			errs = append(errs, err)
 			continue
 		}

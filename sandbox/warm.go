@@ -44,7 +44,7 @@ func (m *Manager) WarmCgroups() {
 		return
 	}
 	rootless := m.mapping.Mode != userns.MapHost
-	if target := freezerDir(v1CgroupParent(rootless)); target != "" {
+	if target := freezerDir(v1CgroupParent(m.opts.Cgroups.Parent, rootless)); target != "" {
 		if rootless {
 			// Only into a delegated parent that exists: a launcher in a
 			// cgroup it may write, when the sandbox gets none of its

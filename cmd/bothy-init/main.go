@@ -8,9 +8,13 @@ import (
 	"os"
 
 	"github.com/bothy-sandbox/bothy/internal/launcher"
+	"github.com/bothy-sandbox/bothy/internal/trace"
 )
 
 func main() {
+	// The launcher's own environment: its marks, as bothy's (BOTHY_TRACE,
+	// BOTHY_KILL_AT).
+	trace.Configure(trace.FromEnv())
 	launcher.Reexec()
 	fmt.Fprintln(os.Stderr, "bothy-init is started by bothy; it is not a command")
 	os.Exit(2)

@@ -82,7 +82,7 @@ func delegated(use, short string) *cobra.Command {
 
 // imagesHelper finds bothy-images: $BOTHY_IMAGES, else beside bothy.
 func imagesHelper() (string, error) {
-	if p := os.Getenv("BOTHY_IMAGES"); p != "" {
+	if p := os.Getenv(imagesEnv); p != "" {
 		return p, nil
 	}
 	self, err := os.Executable()

@@ -52,7 +52,7 @@ func newPullCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file (containers-auth.json format)")
+	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv(authFileEnv), "registry credentials file (containers-auth.json format)")
 	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	return cmd
@@ -89,7 +89,7 @@ func newPushCmd(g *globals) *cobra.Command {
 			return saveImage(cmd, g, args[0], dest, authFile, tlsVerify, quiet)
 		},
 	}
-	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file (containers-auth.json format)")
+	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv(authFileEnv), "registry credentials file (containers-auth.json format)")
 	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	return cmd
@@ -192,6 +192,9 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 				return err
 			}
 			opts.Plugins = recipes
+			if opts.Epoch, err = sourceDateEpoch(); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("tls-verify") {
 				opts.Pull.TLSVerify = &tlsVerify
 			}
@@ -224,7 +227,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 	f.StringVar(&opts.Network, "build-network", runtimeimage.DefaultNetwork,
 		"network of the build sandbox: none (loopback only) or host (the host's: plugin installs need it)")
 	f.StringVar(&format, "format", "text", "output format: text or json")
-	f.StringVar(&opts.Pull.AuthFile, "authfile", os.Getenv("REGISTRY_AUTH_FILE"), "registry credentials file for pulling the base")
+	f.StringVar(&opts.Pull.AuthFile, "authfile", os.Getenv(authFileEnv), "registry credentials file for pulling the base")
 	f.BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates when pulling the base")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	return cmd

@@ -149,7 +149,7 @@ func (k *killEnv) setupCgroups(env *[]string, cgroups bool) {
 		}
 		k.cgroot = append(k.cgroot, h+k.parent)
 	}
-	*env = append(*env, sandbox.CgroupParentEnv+"="+k.parent)
+	*env = append(*env, cgroupParentEnv+"="+k.parent)
 }
 
 // cleanup removes what a failed test left in its own cgroup parent (its
@@ -769,8 +769,8 @@ var (
 		"bothy:launcher started", "bothy:bundle written", "bothy:launcher reported", "bothy:ready"}
 	launcherSteps = []string{"launcher:overlay mounted", "launcher:go-ahead", "launcher:container created",
 		"launcher:container running (libcontainer Run)", "launcher:executor ready"}
-	removeSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: upper directory removed",
-		"bothy:rm: state removed"}
+	removeSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: network removed",
+		"bothy:rm: disk limit removed", "bothy:rm: upper directory removed", "bothy:rm: state removed"}
 )
 
 func TestKillAnyStep(t *testing.T) {

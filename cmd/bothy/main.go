@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -24,14 +25,15 @@ type globals struct {
 }
 
 func (g *globals) manager() (*sandbox.Manager, error) {
-	opts := sandbox.Options{Progress: os.Stderr}
-	if g.root != "" {
-		opts.Paths = sandbox.PathsUnder(g.root)
+	opts, err := managerOptions(g.root)
+	if err != nil {
+		return nil, err
 	}
 	return sandbox.Open(opts)
 }
 
 func main() {
+	trace.Configure(trace.FromEnv())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
 	stop()
@@ -53,7 +55,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.root, "root", os.Getenv("BOTHY_ROOT"), "keep all state under this directory (default: per-user XDG directories, or /var/lib/bothy and /run/bothy for root)")
+	root.PersistentFlags().StringVar(&g.root, "root", os.Getenv(rootEnv), "keep all state under this directory (default: per-user XDG directories, or /var/lib/bothy and /run/bothy for root)")
 	root.AddCommand(
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),

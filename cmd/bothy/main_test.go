@@ -17,12 +17,14 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // The test binary is also the launcher, the container init and, with
 // BOTHY_TEST_CLI set, the bothy CLI itself.
 func TestMain(m *testing.M) {
+	trace.Configure(trace.FromEnv()) // as bothy-init's and bothy's mains do
 	launcher.Reexec()
 	if os.Getenv("BOTHY_TEST_CLI") != "" {
 		main()

@@ -116,7 +116,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.BoolVar(&rm, "rm", false, "remove the sandbox when the command exits")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable (K=V)")
 	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory inside the sandbox")
-	f.StringVar(&opts.Network, "network", sandbox.NetworkNone, "network: none (loopback only) or host")
+	f.StringVar(&opts.Network.Mode, "network", sandbox.NetworkNone, "network: none (loopback only) or host")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
 	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
 	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")

@@ -72,7 +72,7 @@ func TestLimitsStatsCLI(t *testing.T) {
 	if os.Getuid() != 0 {
 		// Rootless without a delegated cgroup: refused with the fix, or a
 		// warning with --ignore-limits.
-		t.Setenv(sandbox.CgroupParentEnv, "/bothy-not-delegated")
+		t.Setenv(cgroupParentEnv, "/bothy-not-delegated")
 		if _, errOut, code := c.run("", "run", "--rm", "--memory", "64m", "--", "true"); code == 0 || !strings.Contains(errOut, "cannot enforce resource limits") || !strings.Contains(errOut, "chown") {
 			t.Errorf("undelegated --memory: exit %d, %q", code, errOut)
 		}

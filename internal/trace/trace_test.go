@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A process reaches the marks "t:one" and "t:two" when this test binary is
@@ -13,6 +15,7 @@ import (
 // there and prints nothing after it.
 func TestMain(m *testing.M) {
 	if os.Getenv("TRACE_TEST_CHILD") != "" {
+		Configure(FromEnv())
 		os.Stdout.WriteString("before\n")
 		Mark("t", "one")
 		os.Stdout.WriteString("one\n")
@@ -46,5 +49,32 @@ func TestKillAt(t *testing.T) {
 		if string(out) != tc.out || killed != tc.killed || (err != nil && !killed) {
 			t.Errorf("%s=%q: output %q, err %v; want %q, killed %v", KillEnv, tc.killAt, out, err, tc.out, tc.killed)
 		}
+	}
+}
+
+// TestFromEnv: the settings come from the environment only through
+// FromEnv; a traced process with no origin handed down is the origin of
+// the processes it starts.
+func TestFromEnv(t *testing.T) {
+	t.Setenv(PrintEnv, "")
+	t.Setenv(KillEnv, "bothy:ready")
+	if c := FromEnv(); c.Print || c.KillAt != "bothy:ready" || !c.Origin.IsZero() {
+		t.Errorf("untraced: %+v", c)
+	}
+	t.Setenv(PrintEnv, "1")
+	t.Setenv(OriginEnv, "1000000000000000000")
+	if c := FromEnv(); !c.Print || !c.Origin.Equal(time.Unix(1e9, 0)) {
+		t.Errorf("origin handed down: %+v", c)
+	}
+	t.Setenv(OriginEnv, "")
+	c := FromEnv()
+	if got := os.Getenv(OriginEnv); c.Origin.IsZero() || got != strconv.FormatInt(c.Origin.UnixNano(), 10) {
+		t.Errorf("first traced process: origin %v, %s=%q", c.Origin, OriginEnv, got)
+	}
+	// Unconfigured, or configured off, Mark does nothing.
+	Configure(Config{})
+	Mark("bothy", "ready")
+	if Enabled() {
+		t.Error("enabled")
 	}
 }

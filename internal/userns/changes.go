@@ -36,8 +36,12 @@ type changesResult struct {
 
 // ChangesAs runs req with the caller's rights, or, under a subordinate-id
 // mapping, inside a user namespace mapped as m by re-executing init (which
-// must call Reexec). Exported files belong to the caller either way.
-func ChangesAs(init string, m Mapping, req ChangesRequest) ([]rootfs.Change, error) {
+// must call Reexec), a helper killed when ctx is done. Exported files belong
+// to the caller either way.
+func ChangesAs(ctx context.Context, init string, m Mapping, req ChangesRequest) ([]rootfs.Change, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.Mode != MapSubID {
 		return runChanges(req)
 	}
@@ -46,7 +50,7 @@ func ChangesAs(init string, m Mapping, req ChangesRequest) ([]rootfs.Change, err
 		return nil, err
 	}
 	var stdout bytes.Buffer
-	runErr := runInNS(context.Background(), init, m, []string{ChangesArg}, bytes.NewReader(in), &stdout)
+	runErr := runInNS(ctx, init, m, []string{ChangesArg}, bytes.NewReader(in), &stdout)
 	var res changesResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		return nil, fmt.Errorf("diff %s: %w", req.Upper, cmp.Or(runErr, err))

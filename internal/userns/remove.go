@@ -58,8 +58,12 @@ func RemoveTree(dir string) error {
 
 // RemoveAs removes dirs, under a subordinate-id mapping from inside a user
 // namespace mapped as m (by re-executing init, which must call Reexec) for
-// what the caller cannot remove itself.
-func RemoveAs(init string, m Mapping, dirs ...string) error {
+// what the caller cannot remove itself. The helper is killed when ctx is
+// done: what it had not removed yet stays.
+func RemoveAs(ctx context.Context, init string, m Mapping, dirs ...string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	// Most of what a sandbox writes belongs to its root, which is the
 	// caller: try from here first, and pay for a namespace (two setuid
 	// helpers and a re-execution, ~10 ms) only when something is left.
@@ -74,7 +78,7 @@ func RemoveAs(init string, m Mapping, dirs ...string) error {
 	if len(left) == 0 || m.Mode != MapSubID {
 		return first
 	}
-	if err := runInNS(context.Background(), init, m, append([]string{RemoveArg}, left...), nil, nil); err != nil {
+	if err := runInNS(ctx, init, m, append([]string{RemoveArg}, left...), nil, nil); err != nil {
 		return fmt.Errorf("remove %v: %w", left, err)
 	}
 	return nil

@@ -1,6 +1,8 @@
 package userns
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,5 +54,27 @@ func TestRemoveTreeSymlinks(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(host, "file")); err != nil || string(data) != "keep" {
 		t.Errorf("host file: %q, %v", data, err)
+	}
+}
+
+// TestCancelled: with its context done, RemoveAs removes nothing and
+// ChangesAs lists nothing; both say why.
+func TestCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := filepath.Join(t.TempDir(), "tree")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Mapping{{Mode: MapHost}, {Mode: MapSubID}} {
+		if err := RemoveAs(ctx, "/nonexistent/bothy-init", m, dir); !errors.Is(err, context.Canceled) {
+			t.Errorf("RemoveAs %s: %v, want context.Canceled", m.Mode, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "sub")); err != nil {
+			t.Errorf("RemoveAs %s with a cancelled context removed: %v", m.Mode, err)
+		}
+		if ch, err := ChangesAs(ctx, "/nonexistent/bothy-init", m, ChangesRequest{Upper: dir}); !errors.Is(err, context.Canceled) || ch != nil {
+			t.Errorf("ChangesAs %s: %v %v, want context.Canceled", m.Mode, ch, err)
+		}
 	}
 }

@@ -1,0 +1,443 @@
+package sandbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/bothy-sandbox/bothy/internal/ipc"
+	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
+	"github.com/bothy-sandbox/bothy/oci"
+)
+
+// Create starts a sandbox and returns once its executor answers.
+//
+// A creation is a list of named steps (creation's methods, below). The
+// first decide: they check the options and plan the network, mounts,
+// security, limits and image, and make nothing, so that a refusal leaves
+// nothing behind. The others make the sandbox, the state directory first:
+// from there on, whatever step fails or is killed, what is left is listed
+// by ps -a and removed by rm -f and prune (docs/security.md, "Kill -9 at
+// any step"), and a failure removes it all before Create returns. The trace
+// marks between them are where BOTHY_KILL_AT kills the creator.
+func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
+	trace.Mark("bothy", "create")
+	c := &creation{m: m, opts: opts, id: newID()}
+	defer c.finish(&err)
+	for _, step := range []func(context.Context) error{
+		c.checkOptions,
+		c.planNetwork,
+		c.planMounts,
+		c.checkSecurity,
+		c.planLimits,
+		c.resolveImage,
+		c.makeStateDir,
+		c.makeRootfs,
+		c.makeVolumes,
+		c.recordSandbox,
+		c.startLauncher,
+		c.setupNetwork,
+		c.writeBundle,
+		c.launch,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return m.paths.readStateLocked(c.id)
+}
+
+// creation is one Create: what its steps decided and made.
+type creation struct {
+	m    *Manager
+	opts CreateOptions
+	id   string
+
+	// Decided.
+	hostname string
+	rootless bool
+	net      *network.Plan
+	mounts   []Mount
+	cgroup   cgroupPlan
+	diskMode string // "", DiskQuota or DiskLoop
+	diskSkip string // why a disk limit asked for is waived
+	img      *oci.Image
+	layers   []ipc.Layer
+
+	// Made.
+	dir, upperRoot string
+	limits         Limits // in force: the cgroup's, and the disk's
+	disk           *DiskLimit
+	overlays       []ipc.Overlay
+	files          []*os.File // the executor's: its socket, its main log
+	sb             *Sandbox
+	req            ipc.Request
+	lp             launchProcess
+
+	// atExit are run when Create returns, last first: locks and holds to
+	// let go of, descriptors to close, and (first of all, on failure) the
+	// removal of what was made.
+	atExit []func()
+	failed bool
+}
+
+// finish runs what the steps left to do at exit; *err says whether the
+// creation failed.
+func (c *creation) finish(err *error) {
+	c.failed = *err != nil
+	for _, f := range slices.Backward(c.atExit) {
+		f()
+	}
+}
+
+func (c *creation) onExit(f func()) { c.atExit = append(c.atExit, f) }
+
+// checkOptions checks the name and the API key (or draws one), and that
+// the executor and init binaries are there.
+func (c *creation) checkOptions(context.Context) error {
+	o := &c.opts
+	if o.Name != "" {
+		if err := validateName(o.Name); err != nil {
+			return err
+		}
+	}
+	if o.APIKey == "" {
+		o.APIKey = newAPIKey()
+	} else if err := validateAPIKey(o.APIKey); err != nil {
+		return err
+	}
+	if c.m.opts.Executor == "" {
+		return errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
+	}
+	if c.m.opts.Init == "" {
+		return errors.New("bothy-init not found: install it beside the bothy binary or set BOTHY_INIT")
+	}
+	c.hostname = o.Name
+	if c.hostname == "" || len(c.hostname) > 63 {
+		c.hostname = c.id[:12]
+	}
+	c.rootless = c.m.mapping.Mode != userns.MapHost
+	return nil
+}
+
+// planNetwork decides the sandbox's network (package network).
+func (c *creation) planNetwork(context.Context) error {
+	var err error
+	c.net, err = network.NewPlan(c.opts.Network, network.Target{ID: c.id, Hostname: c.hostname, Rootless: c.rootless})
+	return err
+}
+
+// planMounts parses the volumes and tmpfs mounts and checks their host
+// paths. With a named volume among them, it holds the volumes' lock
+// (shared) until Create returns: no volume it uses can be removed
+// meanwhile.
+func (c *creation) planMounts(ctx context.Context) error {
+	var err error
+	if c.mounts, err = c.m.parseMounts(c.opts); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(c.mounts, func(mnt Mount) bool { return mnt.Kind == MountVolume }) {
+		unlock, err := c.m.lockVolumes(ctx, false)
+		if err != nil {
+			return err
+		}
+		c.onExit(unlock)
+	}
+	return nil
+}
+
+// checkSecurity checks the capabilities and seccomp profile asked for.
+func (c *creation) checkSecurity(context.Context) error { return c.opts.Security.validate() }
+
+// planLimits checks the limits and decides how they are enforced: the
+// sandbox's cgroup, and its disk limit. One that cannot be is refused with
+// ErrLimits, or waived with IgnoreLimits.
+func (c *creation) planLimits(context.Context) error {
+	if err := c.opts.Limits.validate(); err != nil {
+		return err
+	}
+	var err error
+	c.cgroup, err = planCgroup(c.m.cgroups, c.m.opts.Cgroups, c.id, c.rootless, c.opts.Limits, c.opts.IgnoreLimits)
+	if err != nil {
+		return err
+	}
+	c.diskMode, c.diskSkip, err = c.m.planDisk(c.opts.Limits, c.opts.Security, c.opts.IgnoreLimits)
+	return err
+}
+
+// resolveImage finds the image (importing the default one on first use)
+// and its layers' blobs. It holds the store until Create returns: a
+// concurrent image prune deletes no blob before the launcher has extracted
+// the layers.
+func (c *creation) resolveImage(ctx context.Context) error {
+	release, err := c.m.images.Hold(ctx)
+	if err != nil {
+		return err
+	}
+	c.onExit(release)
+	if c.img, err = c.m.image(ctx, c.opts.Image); err != nil {
+		return err
+	}
+	if c.layers, err = c.m.layerRefs(c.img); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "image resolved")
+	return nil
+}
+
+// makeStateDir makes the state directory, locked until Create returns, and
+// reserves the name. The state directory comes first and goes last (see
+// cleanup): from here on, whatever step a kill stops the creation at, it
+// names what is left, and ps -a, rm and prune find it. Its lock, held until
+// the sandbox runs, tells them a creator is at work. On failure, everything
+// made is removed before the lock goes.
+func (c *creation) makeStateDir(ctx context.Context) error {
+	unlock, err := c.m.paths.makeDir(ctx, c.id)
+	if err != nil {
+		return err
+	}
+	c.onExit(unlock)
+	trace.Mark("bothy", "directory made")
+	c.dir, c.upperRoot = c.m.paths.dir(c.id), c.m.paths.upperRoot(c.id)
+	c.onExit(func() {
+		if !c.failed {
+			return
+		}
+		// A cancelled creation is removed all the same.
+		if rec, err := c.m.paths.readStateLocked(c.id); err == nil {
+			_ = c.m.cleanup(context.WithoutCancel(ctx), c.id, rec)
+		}
+	})
+	if c.opts.Name != "" {
+		if err := c.m.paths.reserveName(c.opts.Name, c.id); err != nil {
+			return err
+		}
+		trace.Mark("bothy", "name reserved")
+	}
+	return nil
+}
+
+// makeRootfs makes the directories the root filesystem is mounted from: the
+// upper root with its overlay upper and work directories, bounded by the
+// disk limit when there is one, and the rootfs mount point.
+func (c *creation) makeRootfs(ctx context.Context) error {
+	for _, d := range []string{filepath.Join(c.dir, "etc"), filepath.Join(c.dir, "rootfs"), c.upperRoot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
+	// The disk limit goes on the upper root before anything is written in
+	// it: the overlays' upper and work directories are all below it.
+	// removeDisk finds it from the ID alone, whatever step a kill stops
+	// this at.
+	c.limits = c.cgroup.Limits
+	c.limits.Disk = 0
+	if c.diskMode != "" {
+		var err error
+		if c.disk, err = c.m.setupDisk(ctx, c.id, c.upperRoot, c.diskMode, c.opts.Limits.Disk); err != nil {
+			return err
+		}
+		c.limits.Disk = c.opts.Limits.Disk
+	}
+	if err := os.Mkdir(filepath.Join(c.upperRoot, "work"), 0o700); err != nil {
+		return fmt.Errorf("create sandbox directory: %w", err)
+	}
+	// The upper directory's mode is the mode of / in the sandbox.
+	if err := os.Mkdir(filepath.Join(c.upperRoot, "upper"), 0o755); err != nil {
+		return fmt.Errorf("create sandbox directory: %w", err)
+	}
+	return nil
+}
+
+// makeVolumes makes what the mounts need on the host: named volumes on
+// first use, the overlay volumes' directories.
+func (c *creation) makeVolumes(context.Context) error {
+	var err error
+	c.overlays, err = c.m.setupMounts(c.id, c.mounts)
+	return err
+}
+
+// recordSandbox makes what the host connects to and reads, in the state
+// directory, for the executor to inherit (its socket, the main command's
+// log), and writes the sandbox's record.
+func (c *creation) recordSandbox(context.Context) error {
+	sock, sockID, err := listenSocket(c.m.paths.SocketPath(c.id))
+	if err != nil {
+		return err
+	}
+	c.onExit(func() { sock.Close() })
+	c.files = []*os.File{sock} // ipc.LauncherListenFD
+	if len(c.opts.Cmd) > 0 {
+		mainLog, err := openMainLog(filepath.Join(c.dir, mainLogName))
+		if err != nil {
+			return err
+		}
+		c.onExit(func() { mainLog.Close() })
+		c.files = append(c.files, mainLog) // ipc.LauncherMainLogFD
+	}
+	o := c.opts
+	c.sb = &Sandbox{
+		ID: c.id, Name: o.Name, Image: cmp.Or(o.Image, DefaultImage), ImageDigest: c.img.Digest.String(),
+		Created: time.Now().UTC(), Network: string(c.net.Mode), Rootless: c.rootless, IDMap: c.m.mapping,
+		Cmd: o.Cmd, Env: o.Env, Workdir: o.Workdir, AutoRemove: o.AutoRemove, Labels: o.Labels,
+		Mounts: c.mounts,
+		Limits: c.limits, LimitsIgnored: joinNonEmpty("; ", c.cgroup.Ignored, c.diskSkip), LimitsNotEnforced: c.cgroup.NotEnforced,
+		Cgroup: c.cgroup.Path, CgroupSystemd: c.cgroup.Systemd, Disk: c.disk,
+		Security: o.Security,
+		APIKey:   o.APIKey, SocketIdentity: sockID,
+	}
+	if err := writeState(c.dir, c.sb); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "state written")
+	return nil
+}
+
+// startLauncher writes the launch request and starts the launcher, which
+// mounts the root filesystem and waits for the bundle: its start-up (and
+// the cgroup grace period, see warmCgroupMigration) overlaps the steps that
+// follow. Until it is told to run, Create's end aborts it.
+func (c *creation) startLauncher(ctx context.Context) error {
+	c.req = ipc.Request{
+		ID: c.id, Bundle: c.dir, Rootfs: filepath.Join(c.dir, "rootfs"), Layers: c.layers, LayerCache: c.m.LayerDir(),
+		Upper: filepath.Join(c.upperRoot, "upper"), Work: filepath.Join(c.upperRoot, "work"), Mapping: c.m.mapping, Overlays: c.overlays,
+		StateRoot: filepath.Join(c.dir, "libcontainer"), Log: filepath.Join(c.dir, "executor.log"), ReadyTimeout: c.opts.ReadyTimeout,
+		SystemdCgroup: c.cgroup.Systemd, SeccompCache: c.m.paths.seccompCache(), MainLog: len(c.opts.Cmd) > 0,
+	}
+	if err := writeJSON(filepath.Join(c.dir, "launch.json"), c.req); err != nil {
+		return err
+	}
+	lp, err := c.m.launchers.start(ctx, c.sb, c.dir, c.files)
+	if err != nil {
+		return err
+	}
+	c.lp = lp
+	c.onExit(lp.abort)
+	trace.Mark("bothy", "launcher started")
+	return nil
+}
+
+// setupNetwork runs the network plan's setup, for a mode that makes
+// something on the host, before the executor may start.
+func (c *creation) setupNetwork(ctx context.Context) error {
+	if c.net.Setup == nil {
+		return nil
+	}
+	if err := c.net.Setup(ctx, c.m.networkSandbox(c.id, c.sb.LauncherPid)); err != nil {
+		return fmt.Errorf("set up network %s: %w", c.net.Mode, err)
+	}
+	trace.Mark("bothy", "network set up")
+	return nil
+}
+
+// writeBundle writes the /etc files and the runtime spec (config.json)
+// that the launcher reads once told to run.
+func (c *creation) writeBundle(context.Context) error {
+	if err := writeEtc(filepath.Join(c.dir, "etc"), c.net.Etc.Files()); err != nil {
+		return err
+	}
+	spec, err := buildSpec(c.specInput())
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(c.dir, "config.json"), spec); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "bundle written")
+	return nil
+}
+
+// specInput is what the sandbox's runtime spec is rendered from.
+func (c *creation) specInput() specInput {
+	args := []string{ExecutorPath, "--ready-fd", "3", "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
+	if len(c.opts.Cmd) > 0 {
+		args = append(append(args, "--main-log-fd", strconv.Itoa(ipc.ExecutorMainLogFD), "--"), c.opts.Cmd...)
+	}
+	// The executor removes the key from the environment its processes get.
+	env := append(append([]string{}, c.img.Config.Config.Env...), c.opts.Env...)
+	env = append(env, "BOTHY_API_KEY="+c.opts.APIKey)
+	return specInput{
+		ID: c.id, Hostname: c.hostname, Rootfs: c.req.Rootfs, Rootless: c.rootless,
+		Network: c.net, Env: env, Workdir: cmp.Or(c.opts.Workdir, c.img.Config.Config.WorkingDir), Executor: c.m.opts.Executor,
+		EtcDir: filepath.Join(c.dir, "etc"), Args: args,
+		Mounts: c.m.specMounts(c.id, c.mounts),
+		Cgroup: c.cgroup, Security: c.opts.Security, DiskQuota: c.diskMode == DiskQuota,
+		Host: hostFacts{CgroupNS: cgroups.IsCgroup2UnifiedMode(), LowerOOMScore: hasCapSysResource()},
+	}
+}
+
+// launch tells the launcher to run and records the sandbox's PID 1 as it
+// reports it: the sandbox runs.
+func (c *creation) launch(ctx context.Context) error {
+	pid, err := c.lp.run(ctx)
+	if err != nil {
+		return err
+	}
+	trace.Mark("bothy", "launcher reported")
+	start, _, err := procStart(pid)
+	if err != nil {
+		return fmt.Errorf("sandbox %s exited at once; see %s", c.id[:12], c.req.Log)
+	}
+	c.sb.Pid, c.sb.PidStart = pid, start
+	c.sb.LauncherPid, c.sb.LauncherStart = 0, 0
+	if err := writeState(c.dir, c.sb); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "ready")
+	return nil
+}
+
+// imageStore is what creating a sandbox needs of the image store
+// (*oci.Store); tests give creations a fake one.
+type imageStore interface {
+	// Hold keeps image prunes from deleting blobs until release.
+	Hold(ctx context.Context) (release func(), err error)
+	Resolve(ctx context.Context, ref string) (*oci.Image, error)
+	ImportOCIArchive(ctx context.Context, path, name string) (*oci.Image, error)
+	BlobPath(d digest.Digest) (string, error)
+}
+
+var _ imageStore = (*oci.Store)(nil)
+
+// launcherStarter starts a sandbox's launcher: the process that mounts its
+// root filesystem in its namespaces, waits for its bundle and starts its
+// executor. files are handed to the executor. The real one re-executes the
+// manager's init binary (initLauncher); tests give creations a fake one.
+type launcherStarter interface {
+	start(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (launchProcess, error)
+}
+
+// launchProcess is a started launcher, waiting to be told to run (or to
+// give up: abort, which does nothing once run was called).
+type launchProcess interface {
+	run(ctx context.Context) (pid int, err error)
+	abort()
+}
+
+// initLauncher starts launchers by re-executing the manager's init binary
+// (launch.go).
+type initLauncher struct{ m *Manager }
+
+var (
+	_ launcherStarter = initLauncher{}
+	_ launchProcess   = (*launcher)(nil)
+)
+
+func (l initLauncher) start(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (launchProcess, error) {
+	lp, err := l.m.startLauncher(ctx, sb, dir, files)
+	if err != nil {
+		return nil, err
+	}
+	return lp, nil
+}
