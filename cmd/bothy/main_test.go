@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bothy-sandbox/bothy/internal/launcher"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
+	// The launcher, the container init and the helpers, for ipc.Dispatch.
+	_ "github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -23,7 +25,7 @@ import (
 // The test binary is also the launcher, the container init and, with
 // BOTHY_TEST_CLI set, the bothy CLI itself.
 func TestMain(m *testing.M) {
-	launcher.Reexec()
+	ipc.Dispatch()
 	if os.Getenv("BOTHY_TEST_CLI") != "" {
 		main()
 		os.Exit(0)

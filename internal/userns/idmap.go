@@ -115,10 +115,11 @@ func subIDRange(path string, uid int) (specs.LinuxIDMapping, error) {
 const syncEnv = "_BOTHY_IDMAP_SYNC"
 
 // Start starts cmd in new mount and (unless mode host) user namespaces
-// mapped as m. The binary must call Reexec first thing. Subordinate-id maps
-// are written in the background by setuid helpers while the caller goes on:
-// mapped waits for them (cmd runs on only once they are written) and says
-// whether they were; on failure cmd has been killed and still needs a Wait.
+// mapped as m. The started binary must call WaitMapped first thing (the
+// launcher and the helpers do). Subordinate-id maps are written in the
+// background by setuid helpers while the caller goes on: mapped waits for
+// them (cmd runs on only once they are written) and says whether they were;
+// on failure cmd has been killed and still needs a Wait.
 func Start(cmd *exec.Cmd, m Mapping) (mapped func() error, err error) {
 	done := func() error { return nil }
 	if cmd.SysProcAttr == nil {
