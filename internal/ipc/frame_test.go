@@ -18,9 +18,9 @@ func messages() []Message {
 	return []Message{
 		LaunchRequest{
 			ID: "id", Bundle: "/b", Rootfs: "/b/rootfs", LayerCache: "/cache", Upper: "/u", Work: "/w",
-			Layers:   []Layer{{DiffID: "sha256:" + strings.Repeat("0", 64), Blob: "/blob"}},
-			UserNS:   "subid", MappedIDs: 65537,
-			Overlays: []Overlay{{Lower: "/l", Upper: "/ou", Work: "/ow", Target: "/t"}},
+			Layers: []Layer{{DiffID: "sha256:" + strings.Repeat("0", 64), Blob: "/blob"}},
+			UserNS: "subid", MappedIDs: 65537,
+			Overlays:  []Overlay{{Lower: "/l", Upper: "/ou", Work: "/ow", Target: "/t"}},
 			StateRoot: "/s", Log: "/log", MainLog: true, ReadyTimeout: 3 * time.Second, SystemdCgroup: true, SeccompCache: "/sc",
 		},
 		GoAhead{},
@@ -33,6 +33,7 @@ func messages() []Message {
 		Changes{Changes: []Change{{Kind: "D", Path: "/y"}}},
 		Data("some\x00bytes"),
 		Done{Error: "it failed"},
+		IDMapped{},
 	}
 }
 
