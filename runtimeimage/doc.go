@@ -1,4 +1,4 @@
-// Package build turns a base image into a bothy runtime image without Docker
+// Package runtimeimage turns a base image into a bothy runtime image without Docker
 // or a daemon: the base, plus what the chosen plugins need inside (installed
 // in a build sandbox, which has no network unless the caller gives it the
 // host's), plus a setup script's changes, as one layer committed from the
