@@ -122,7 +122,7 @@ func ReadFrame(r io.Reader) (Frame, error) {
 		if n == 0 && err == io.EOF {
 			return Frame{}, io.EOF
 		}
-		return Frame{}, readErr(err, "header")
+		return Frame{}, readErr(err, 0, -1)
 	}
 	if h[0] != magic {
 		return Frame{}, fmt.Errorf("%w: starts with %#02x, not %#02x", ErrMalformed, h[0], magic)
@@ -131,26 +131,33 @@ func ReadFrame(r io.Reader) (Frame, error) {
 	if typeLen == 0 || typeLen > MaxType {
 		return Frame{}, fmt.Errorf("%w: type name of %d bytes", ErrMalformed, typeLen)
 	}
-	typ := make([]byte, typeLen)
-	if _, err := io.ReadFull(r, typ); err != nil {
-		return Frame{}, readErr(err, "type")
+	if bodyLen > MaxBody {
+		return Frame{}, fmt.Errorf("%w: a body of %d bytes, at most %d", ErrTooLarge, bodyLen, MaxBody)
 	}
-	if err := checkType(string(typ)); err != nil {
+	// The type and the body in one read.
+	buf := make([]byte, typeLen+int(bodyLen))
+	if n, err := io.ReadFull(r, buf); err != nil {
+		return Frame{}, readErr(err, min(n, typeLen), typeLen)
+	}
+	typ := string(buf[:typeLen])
+	if err := checkType(typ); err != nil {
 		return Frame{}, err
 	}
-	if bodyLen > MaxBody {
-		return Frame{}, fmt.Errorf("%w: %s of %d bytes, at most %d", ErrTooLarge, typ, bodyLen, MaxBody)
-	}
-	body := make([]byte, bodyLen)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return Frame{}, readErr(err, string(typ)+" body")
-	}
-	return Frame{Type: string(typ), Body: body}, nil
+	return Frame{Type: typ, Body: buf[typeLen:]}, nil
 }
 
-// readErr names what a short read cut: an end of stream inside a frame is
-// ErrTruncated; other errors (a deadline, a closed file) pass through.
-func readErr(err error, what string) error {
+// readErr says where a short read cut the frame: in its header (typeLen
+// -1), its type (got < typeLen bytes of it) or its body. An end of stream
+// inside a frame is ErrTruncated; other errors (a deadline, a closed file)
+// pass through.
+func readErr(err error, got, typeLen int) error {
+	what := "body"
+	switch {
+	case typeLen < 0:
+		what = "header"
+	case got < typeLen:
+		what = "type"
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: the stream ends in its %s", ErrTruncated, what)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -280,4 +281,25 @@ func FuzzReceive(f *testing.F) {
 			t.Fatalf("accepted %T does not encode: %v", m, err)
 		}
 	})
+}
+
+// BenchmarkLaunchRequest: what the framing costs the launch, a request of
+// the usual size sent and received over a pipe.
+func BenchmarkLaunchRequest(b *testing.B) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	req := messages()[0]
+	var got LaunchRequest
+	for b.Loop() {
+		if err := Send(w, req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Receive(r, &got); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -55,6 +56,9 @@ func launcherMain() int {
 	var req ipc.LaunchRequest
 	pid, err := 0, userns.WaitMapped()
 	if err == nil {
+		// Kept across WaitMapped's execve, and by nothing the launcher
+		// starts.
+		syscall.CloseOnExec(ipc.LaunchFD)
 		if _, err = ipc.Receive(conn, &req); err != nil {
 			err = fmt.Errorf("read launch request: %w", err)
 		}
