@@ -54,11 +54,7 @@ type Frame struct {
 
 // Send writes m to w as one frame, with a single Write.
 func Send(w io.Writer, m Message) error {
-	body, err := marshal(m)
-	if err != nil {
-		return fmt.Errorf("send %s: %w", m.MessageType(), err)
-	}
-	buf, err := appendFrame(nil, m.MessageType(), body)
+	buf, err := Encode(m)
 	if err != nil {
 		return err
 	}
@@ -90,7 +86,7 @@ func appendFrame(buf []byte, typ string, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	if len(body) > MaxBody {
-		return nil, fmt.Errorf("send %s: %w: %d bytes, at most %d", typ, ErrTooLarge, len(body), MaxBody)
+		return nil, fmt.Errorf("encode %s: %w: %d bytes, at most %d", typ, ErrTooLarge, len(body), MaxBody)
 	}
 	buf = append(buf, magic, byte(len(typ)))
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(body)))
