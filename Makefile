@@ -50,8 +50,9 @@ $(BIN)/bothy: $(GO_SOURCES)
 $(BIN)/bothy-images: $(GO_SOURCES)
 	$(GO) build -trimpath -tags "$(TAGS) bothy_images" -o $@ ./cmd/bothy
 
-# The launcher and container init: libcontainer clones this binary into a
-# sealed memfd at every start, so it carries nothing but the launcher. It is
+# The launcher, container init and helpers (internal/ipc lists them):
+# libcontainer clones this binary into a sealed memfd at every start, so it
+# carries nothing but them. It is
 # linked statically (libseccomp and libc included): with no dynamic loader
 # to run, each of its two executions per start is about 0.3 ms shorter.
 $(BIN)/bothy-init: $(GO_SOURCES)
@@ -97,42 +98,46 @@ TEST_ENV   = BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init B
 .PHONY: test
 test: build test-root test-rootless ## Set up, build, and pass every test as root and as an unprivileged user.
 
+# $(call test-name,PKG): a test binary's name, its package directory with
+# _ for / ("module" for the module's root, whose test checks every package).
+test-name = $$(echo $(1) | sed 's|^github.com/bothy-sandbox/bothy||; s|^/||; s|/|_|g; s|^$$|module|')
+
 .PHONY: test-bins
 test-bins: build
 	@rm -rf $(BIN)/tests && mkdir -p $(BIN)/tests
 	@for p in $(TEST_PKGS); do \
-		n=$$(echo $${p#github.com/bothy-sandbox/bothy/} | tr / _); \
-		$(GO) test -c $(GOFLAGS_BUILD) -o $(BIN)/tests/$$n.test $$p || exit 1; \
+		$(GO) test -c $(GOFLAGS_BUILD) -o $(BIN)/tests/$(call test-name,$$p).test $$p || exit 1; \
 	done
 	@chmod -R a+rX $(BIN)
+
+# The unprivileged user the tests' second half and the rootless benchmarks
+# run as, set up in this one place: created if missing, with a subordinate id
+# range and a delegated cgroup subtree. Without root, the caller is that user.
+.PHONY: test-user
+test-user: ## As root: create $(TEST_USER) with a subordinate id range and a delegated cgroup subtree (idempotent).
+	@if [ "$$(id -u)" = 0 ]; then \
+		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
+		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
+		./scripts/delegate-cgroups.sh $(TEST_USER) >/dev/null; \
+	fi
 
 .PHONY: test-root
 test-root: test-bins ## Run every test as the calling user (root in CI).
 	@./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV)
 
 .PHONY: test-rootless
-test-rootless: test-bins ## Run every test as an unprivileged user ($(TEST_USER), created with a subordinate id range when run as root).
-	@if [ "$$(id -u)" = 0 ]; then \
-		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
-		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
-		./scripts/delegate-cgroups.sh $(TEST_USER) >/dev/null; \
-		./scripts/run-tests.sh "$(BIN)/tests" $(TEST_USER) $(TEST_ENV); \
-	else \
-		./scripts/run-tests.sh "$(BIN)/tests" "" $(TEST_ENV); \
-	fi
+test-rootless: test-bins test-user ## Run every test as an unprivileged user ($(TEST_USER) when run as root, see test-user).
+	@./scripts/run-tests.sh "$(BIN)/tests" $(if $(filter 0,$(shell id -u)),$(TEST_USER),"") $(TEST_ENV)
 
 # One package, both ways, while working on it: make test-pkg PKG=./sandbox RUN=TestEscape
 .PHONY: test-pkg
-test-pkg: build ## Test one package (PKG=./dir, optional RUN=regexp) as root and as $(TEST_USER).
+test-pkg: build test-user ## Test one package (PKG=./dir, optional RUN=regexp) as root and as $(TEST_USER).
 	@test -n "$(PKG)" || { echo "usage: make test-pkg PKG=./sandbox [RUN=TestName]" >&2; exit 2; }
 	@d=$(BIN)/tests-pkg/$$(echo $(PKG) | tr -c 'a-zA-Z0-9\n' _); rm -rf $$d && mkdir -p $$d; \
-	n=$$($(GO) list $(PKG) | sed 's|github.com/bothy-sandbox/bothy/||; s|/|_|g'); \
+	n=$(call test-name,$$($(GO) list $(PKG))); \
 	$(GO) test -c $(GOFLAGS_BUILD) -o $$d/$$n.test $(PKG) && chmod -R a+rX $(BIN) && \
 	TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d "" $(TEST_ENV) && \
 	if [ "$$(id -u)" = 0 ]; then \
-		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
-		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
-		./scripts/delegate-cgroups.sh $(TEST_USER) >/dev/null; \
 		TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d $(TEST_USER) $(TEST_ENV); \
 	fi
 
@@ -145,15 +150,11 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 	@./scripts/fuzz.sh $${FUZZTIME:-20s}
 
 .PHONY: bench
-# Rootless podman needs the user's subordinate id range, as make test-rootless gives it.
+# Rootless podman needs the user's subordinate id range, as test-user gives it.
 # BASELINE=REV (a git revision) also measures that revision's CLI, run by run in turn with this one.
-bench: build $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy.
+bench: build test-user $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy.
 	@( $(call apt-install,$(BENCH_PACKAGES)) ) || echo "bench: without $(BENCH_PACKAGES), the table says so" >&2
 	@$(GO) build -tags "$(TAGS)" -o $(BIN)/bench ./internal/tools/bench && chmod a+rx $(BIN)/bench
-	@if [ "$$(id -u)" = 0 ]; then \
-		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
-		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
-	fi
 	@if [ -n "$(BASELINE)" ]; then \
 		rm -rf $(BIN)/baseline && mkdir -p $(BIN)/baseline && \
 		git archive $(BASELINE) | tar -x -C $(BIN)/baseline && \

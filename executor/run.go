@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
 
 // DefaultGrace is how long processes get between the forwarded signal and
@@ -35,8 +36,9 @@ type Config struct {
 	// path of the API socket (see Listen).
 	Listener net.Listener
 	Socket   string
-	// Ready, when set, receives "ready\n" once the socket answers (and the
-	// main command, if any, has started) and is then closed.
+	// Ready, when set, receives an ipc.ExecutorReady frame once the socket
+	// answers (and the main command, if any, has started) and is then
+	// closed.
 	Ready io.WriteCloser
 	// Server configures the API. Its Reaper is created by Run.
 	Server Options
@@ -144,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		}
 	}
 	if cfg.Ready != nil {
-		_, werr := io.WriteString(cfg.Ready, "ready\n")
+		werr := ipc.Send(cfg.Ready, ipc.ExecutorReady{})
 		cerr := cfg.Ready.Close()
 		if err := errors.Join(werr, cerr); err != nil {
 			log.Warn("signal readiness", "err", err)

@@ -27,9 +27,10 @@
 // exclusively, so it never deletes the blobs of an image that is still
 // arriving. Any number of bothy processes may pull, import, tag, remove and
 // prune at once. Readers (Resolve, List, OpenBlob) take no lock; a reader
-// that must keep an image's blobs while it uses them (the launcher
-// extracting layers) calls Hold, which keeps Prune off until released. Do
-// not call Prune while holding the store: it would wait for itself.
+// that must keep an image's blobs while it uses them (bothy run, while its
+// launcher extracts the layers) calls Hold, which keeps Prune off until
+// released. Do not call Prune while holding the store: it would wait for
+// itself.
 //
 // Every blob read back (OpenBlob, and internally manifests and configs) is
 // verified against its digest; a blob whose content is wrong or truncated is

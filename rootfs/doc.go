@@ -1,5 +1,7 @@
 // Package rootfs turns OCI image layers into directories that kernel
-// overlayfs can stack, and builds the overlay mount for a sandbox.
+// overlayfs can stack, builds the overlay mount for a sandbox, and reads a
+// sandbox's overlay upper directory back: its changes, a copy of them, or a
+// layer.
 //
 // The pieces, in the order a sandbox uses them:
 //
@@ -17,6 +19,13 @@
 //   - [OverlayOptions] (or [OverlayOptionsIn] for long layer lists) builds the
 //     overlay mount data string and [Mount] / [MountIn] / [Unmount] apply it.
 //     The launcher calls them inside its own user and mount namespace.
+//   - [Changes] lists what an upper directory changes in its lower layers
+//     (bothy diff), [Export] copies those changes out, and [WriteDiff] writes
+//     the upper directory as a reproducible OCI layer (bothy build). They
+//     walk what a sandbox wrote one name at a time in directories held open,
+//     never following a symlink; where the caller cannot read all of it from
+//     outside, package userns runs them in a user namespace with the
+//     sandbox's mapping.
 //
 // # Safety of Unpack
 //

@@ -24,7 +24,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/internal/launcher"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
+	// The launcher, the container init and the helpers, for ipc.Dispatch.
+	_ "github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/oci"
@@ -37,7 +39,7 @@ import (
 // The test binary is the launcher, container init and layer writer of the
 // build sandboxes.
 func TestMain(m *testing.M) {
-	launcher.Reexec()
+	ipc.Dispatch()
 	os.Exit(m.Run())
 }
 

@@ -82,7 +82,7 @@ type creation struct {
 	overlays       []ipc.Overlay
 	files          []*os.File // the executor's: its socket, its main log
 	sb             *Sandbox
-	req            ipc.Request
+	req            ipc.LaunchRequest
 	lp             launchProcess
 
 	// atExit are run when Create returns, last first: locks and holds to
@@ -309,16 +309,17 @@ func (c *creation) recordSandbox(context.Context) error {
 // the cgroup grace period, see warmCgroupMigration) overlaps the steps that
 // follow. Until it is told to run, Create's end aborts it.
 func (c *creation) startLauncher(ctx context.Context) error {
-	c.req = ipc.Request{
+	c.req = ipc.LaunchRequest{
 		ID: c.id, Bundle: c.dir, Rootfs: filepath.Join(c.dir, "rootfs"), Layers: c.layers, LayerCache: c.m.LayerDir(),
-		Upper: filepath.Join(c.upperRoot, "upper"), Work: filepath.Join(c.upperRoot, "work"), Mapping: c.m.mapping, Overlays: c.overlays,
+		Upper: filepath.Join(c.upperRoot, "upper"), Work: filepath.Join(c.upperRoot, "work"),
+		UserNS: c.m.mapping.Mode, MappedIDs: c.m.mapping.Size(), Overlays: c.overlays,
 		StateRoot: filepath.Join(c.dir, "libcontainer"), Log: filepath.Join(c.dir, "executor.log"), ReadyTimeout: c.opts.ReadyTimeout,
 		SystemdCgroup: c.cgroup.Systemd, SeccompCache: c.m.paths.seccompCache(), MainLog: len(c.opts.Cmd) > 0,
 	}
 	if err := writeJSON(filepath.Join(c.dir, "launch.json"), c.req); err != nil {
 		return err
 	}
-	lp, err := c.m.launchers.start(ctx, c.sb, c.dir, c.files)
+	lp, err := c.m.launchers.start(ctx, c.sb, c.dir, &c.req, c.files)
 	if err != nil {
 		return err
 	}
@@ -360,7 +361,7 @@ func (c *creation) writeBundle(context.Context) error {
 
 // specInput is what the sandbox's runtime spec is rendered from.
 func (c *creation) specInput() specInput {
-	args := []string{ExecutorPath, "--ready-fd", "3", "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
+	args := []string{ExecutorPath, "--ready-fd", strconv.Itoa(ipc.ExecutorReadyFD), "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
 	if len(c.opts.Cmd) > 0 {
 		args = append(append(args, "--main-log-fd", strconv.Itoa(ipc.ExecutorMainLogFD), "--"), c.opts.Cmd...)
 	}
@@ -415,7 +416,7 @@ var _ imageStore = (*oci.Store)(nil)
 // executor. files are handed to the executor. The real one re-executes the
 // manager's init binary (initLauncher); tests give creations a fake one.
 type launcherStarter interface {
-	start(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (launchProcess, error)
+	start(ctx context.Context, sb *Sandbox, dir string, req *ipc.LaunchRequest, files []*os.File) (launchProcess, error)
 }
 
 // launchProcess is a started launcher, waiting to be told to run (or to
@@ -431,11 +432,11 @@ type initLauncher struct{ m *Manager }
 
 var (
 	_ launcherStarter = initLauncher{}
-	_ launchProcess   = (*launcher)(nil)
+	_ launchProcess   = (*launch)(nil)
 )
 
-func (l initLauncher) start(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (launchProcess, error) {
-	lp, err := l.m.startLauncher(ctx, sb, dir, files)
+func (l initLauncher) start(ctx context.Context, sb *Sandbox, dir string, req *ipc.LaunchRequest, files []*os.File) (launchProcess, error) {
+	lp, err := l.m.startLauncher(ctx, sb, dir, req, files)
 	if err != nil {
 		return nil, err
 	}

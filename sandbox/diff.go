@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/rootfs"
@@ -125,16 +127,17 @@ func (m *Manager) rootfsLowers(sb *Sandbox) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read sandbox %s launch request: %w", sb.ShortID(), err)
 	}
-	var req ipc.Request
+	var req ipc.LaunchRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("read sandbox %s launch request: %w", sb.ShortID(), err)
 	}
 	lowers := make([]string, len(req.Layers))
 	for i, l := range req.Layers {
-		if err := l.DiffID.Validate(); err != nil {
+		diffID, err := digest.Parse(l.DiffID)
+		if err != nil {
 			return nil, fmt.Errorf("sandbox %s layer %q: %w", sb.ShortID(), l.DiffID, err)
 		}
-		lowers[len(lowers)-1-i] = filepath.Join(req.LayerCache, l.DiffID.Algorithm().String(), l.DiffID.Encoded())
+		lowers[len(lowers)-1-i] = filepath.Join(req.LayerCache, diffID.Algorithm().String(), diffID.Encoded())
 	}
 	return lowers, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/oci"
 )
@@ -149,7 +150,7 @@ type fakeLauncher struct {
 	bundle, launchReq, state bool // config.json, launch.json and state.json were there at run
 }
 
-func (l *fakeLauncher) start(_ context.Context, sb *Sandbox, dir string, files []*os.File) (launchProcess, error) {
+func (l *fakeLauncher) start(_ context.Context, sb *Sandbox, dir string, _ *ipc.LaunchRequest, files []*os.File) (launchProcess, error) {
 	l.started++
 	if l.startErr != nil {
 		return nil, l.startErr

@@ -3,12 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -16,37 +14,32 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
+	"golang.org/x/sys/unix"
 )
 
-// launcher is a started launcher that waits for the go-ahead.
-type launcher struct {
-	cmd     *exec.Cmd
-	reportR *os.File     // its Result
-	goW     *os.File     // one byte: the bundle is written; closed: give up
-	mapped  func() error // waits for its user namespace's id maps
-	stderr  *bytes.Buffer
-	done    bool
+// launch is a launch in progress: the launcher process, started, that waits
+// for the go-ahead.
+type launch struct {
+	cmd    *exec.Cmd
+	conn   *os.File     // the launch channel: GoAhead out, LaunchResult in; closed: give up
+	mapped func() error // waits for its user namespace's id maps
+	stderr *bytes.Buffer
+	done   bool
 }
 
-// startLauncher starts the launcher in fresh namespaces. It initialises,
-// enters its namespaces and mounts the root filesystem (launch.json) while
-// the caller writes the bundle, then waits on fd 4 for run (or abort) before
-// it reads config.json. files are passed on to the executor (from fd 5:
-// ipc.LauncherListenFD).
-func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, files []*os.File) (*launcher, error) {
-	reportR, reportW, err := os.Pipe()
+// startLauncher starts the launcher in fresh namespaces and sends it req on
+// its launch channel (ipc.LaunchFD). It initialises, enters its namespaces
+// and mounts the root filesystem while the caller writes the bundle, then
+// waits for run's GoAhead (or abort) before it reads config.json. files are
+// passed on to the executor (from ipc.LauncherListenFD).
+func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, req *ipc.LaunchRequest, files []*os.File) (*launch, error) {
+	conn, peer, err := socketPair()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start launcher: %w", err)
 	}
-	goR, goW, err := os.Pipe()
-	if err != nil {
-		reportR.Close()
-		reportW.Close()
-		return nil, err
-	}
-	lp := &launcher{reportR: reportR, goW: goW, stderr: &bytes.Buffer{}}
-	cmd := exec.CommandContext(ctx, m.opts.Init, ipc.Arg, filepath.Join(dir, "launch.json"))
-	cmd.ExtraFiles = append([]*os.File{reportW, goR}, files...) // fds 3, 4, then files
+	lp := &launch{conn: conn, stderr: &bytes.Buffer{}}
+	cmd := exec.CommandContext(ctx, m.opts.Init, ipc.ReexecLaunch)
+	cmd.ExtraFiles = append([]*os.File{peer}, files...) // ipc.LaunchFD, then files
 	cmd.Stderr = lp.stderr
 	// A killed launcher's stray descendants must not hold Wait on its
 	// stderr pipe.
@@ -57,16 +50,20 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, fi
 	cmd.Env = launcherEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	mapped, err := userns.Start(cmd, m.mapping)
-	reportW.Close()
-	goR.Close()
+	peer.Close()
 	if err != nil {
-		reportR.Close()
-		goW.Close()
+		conn.Close()
 		return nil, fmt.Errorf("start launcher %s: %w", m.opts.Init, err)
 	}
 	lp.cmd, lp.mapped = cmd, mapped
 	if sb.Cgroup != "" && !sb.CgroupSystemd && !m.warmed.Load() {
 		warmCgroupMigration(cmd.Process.Pid, path.Dir(sb.Cgroup))
+	}
+	// The request waits in the channel while the launcher starts up.
+	if err := ipc.Send(conn, req); err != nil {
+		_ = cmd.Process.Kill()
+		lp.abort()
+		return nil, fmt.Errorf("start launcher: %w", err)
 	}
 	// Recorded before it may go ahead: while it lives the sandbox is
 	// creating, and rm -f kills it first.
@@ -83,25 +80,33 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, fi
 	return lp, nil
 }
 
+// socketPair returns the two ends of a stream socket pair, close-on-exec.
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "launch"), os.NewFile(uintptr(fds[1]), "launch-peer"), nil
+}
+
 // run lets the launcher go on with the written bundle and returns the
 // sandbox's PID 1 as the launcher reports it.
-func (lp *launcher) run(ctx context.Context) (int, error) {
+func (lp *launch) run(ctx context.Context) (int, error) {
 	lp.done = true
-	defer lp.reportR.Close()
+	defer lp.conn.Close()
 	if err := lp.mapped(); err != nil {
-		lp.goW.Close()
+		lp.conn.Close()
 		_ = lp.cmd.Wait()
 		return 0, fmt.Errorf("start sandbox: map the user namespace: %w", err)
 	}
-	_, goErr := lp.goW.Write([]byte{1})
-	lp.goW.Close()
-	var res ipc.Result
-	decodeErr := json.NewDecoder(lp.reportR).Decode(&res)
+	goErr := ipc.Send(lp.conn, ipc.GoAhead{})
+	var res ipc.LaunchResult
+	_, resErr := ipc.Receive(lp.conn, &res)
 	waitErr := lp.cmd.Wait()
 	switch {
-	case decodeErr == nil && res.Error != "":
+	case resErr == nil && res.Error != "":
 		return 0, fmt.Errorf("start sandbox: %s", res.Error)
-	case decodeErr == nil && res.Pid > 0:
+	case resErr == nil && res.Pid > 0:
 		return res.Pid, nil
 	case ctx.Err() != nil:
 		return 0, fmt.Errorf("start sandbox: %w", ctx.Err())
@@ -113,19 +118,21 @@ func (lp *launcher) run(ctx context.Context) (int, error) {
 		if msg == "" && goErr != nil {
 			msg = goErr.Error()
 		}
+		if msg == "" && resErr != nil {
+			msg = resErr.Error()
+		}
 		return 0, fmt.Errorf("start sandbox: launcher failed: %s", msg)
 	}
 }
 
-// abort ends a launcher that was never told to run: closing its go-ahead
-// pipe makes it exit before it touches anything.
-func (lp *launcher) abort() {
+// abort ends a launcher that was never told to run: closing the launch
+// channel makes it exit before it touches anything.
+func (lp *launch) abort() {
 	if lp.done {
 		return
 	}
 	lp.done = true
-	lp.goW.Close()
-	lp.reportR.Close()
+	lp.conn.Close()
 	_ = lp.mapped()
 	_ = lp.cmd.Wait()
 }

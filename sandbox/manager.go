@@ -33,9 +33,9 @@ type Options struct {
 	// Executor is the host path of the bothy-executor binary. Default:
 	// bothy-executor beside the running binary.
 	Executor string
-	// Init is the binary re-executed as launcher and container init; it must
-	// call launcher.Reexec first thing. Default: bothy-init beside the
-	// running binary.
+	// Init is the binary re-executed as launcher, container init and
+	// helpers; it must call ipc.Dispatch first thing. Default: bothy-init
+	// beside the running binary.
 	Init string
 	// DefaultArchive is the OCI archive of the embedded default image.
 	// Default: default-image.oci.tar beside the running binary or in
@@ -214,7 +214,7 @@ func (m *Manager) layerRefs(img *oci.Image) ([]ipc.Layer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
 		}
-		layers[i] = ipc.Layer{DiffID: l.DiffID, Blob: blob}
+		layers[i] = ipc.Layer{DiffID: l.DiffID.String(), Blob: blob}
 	}
 	return layers, nil
 }

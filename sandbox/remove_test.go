@@ -188,7 +188,7 @@ func TestPruneSparesCreation(t *testing.T) {
 	// A launcher that hangs: the sandbox stays creating, and Prune leaves it.
 	self, _ := os.Executable()
 	hang := filepath.Join(t.TempDir(), "hang")
-	script := "#!/bin/sh\ncase \"$1\" in " + ipc.Arg + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
+	script := "#!/bin/sh\ncase \"$1\" in " + ipc.ReexecLaunch + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
 	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

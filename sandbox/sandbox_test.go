@@ -14,7 +14,8 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/internal/ipc"
-	"github.com/bothy-sandbox/bothy/internal/launcher"
+	// The launcher, the container init and the helpers, for ipc.Dispatch.
+	_ "github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
@@ -26,7 +27,7 @@ import (
 // starts, as runc's libcontainer/integration tests do.
 func TestMain(m *testing.M) {
 	trace.Configure(trace.FromEnv()) // as bothy-init's main does
-	launcher.Reexec()
+	ipc.Dispatch()
 	os.Exit(m.Run())
 }
 
@@ -321,7 +322,7 @@ func TestLauncherKilledMidCreate(t *testing.T) {
 	// also removes files under a subordinate-id mapping).
 	self, _ := os.Executable()
 	hang := filepath.Join(t.TempDir(), "hang")
-	script := "#!/bin/sh\ncase \"$1\" in " + ipc.Arg + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
+	script := "#!/bin/sh\ncase \"$1\" in " + ipc.ReexecLaunch + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
 	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -40,9 +40,8 @@ func run(args []string) (int, error) {
 	var (
 		socket       = fs.String("socket", DefaultSocket, "path of the API `socket` (created with mode 0600)")
 		listenFD     = fs.Int("listen-fd", -1, "serve on this inherited listening Unix socket instead of creating --socket")
-		readyFD      = fs.Int("ready-fd", -1, "write \"ready\\n\" to this file descriptor once serving, then close it")
-		seccompFD    = fs.Int("seccomp-fd", -1, "load the seccomp program (struct sock_filter array) read from this file descriptor before anything else")
-		seccompFlags = fs.Uint("seccomp-flags", 0, "SECCOMP_FILTER_FLAG_* bits to load the program with (TSYNC is always set)")
+		readyFD      = fs.Int("ready-fd", -1, "send the ready message (internal/ipc) on this file descriptor once serving, then close it")
+		seccompFD    = fs.Int("seccomp-fd", -1, "load the seccomp program read from this file descriptor (an internal/ipc message: filter and flags) before anything else")
 		apiKey       = fs.String("api-key", "", "require this key in X-Session-API-Key (default $"+executor.APIKeyEnv+")")
 		grace        = fs.Duration("grace", executor.DefaultGrace, "time between forwarding SIGTERM/SIGINT and SIGKILL at shutdown")
 		logPath      = fs.String("log", "", "append the executor's log to this `file` (default stderr)")
@@ -73,7 +72,7 @@ func run(args []string) (int, error) {
 	// Before anything is started or served: a program that cannot be
 	// loaded stops the executor.
 	if *seccompFD >= 0 {
-		if err := loadSeccomp(*seccompFD, *seccompFlags); err != nil {
+		if err := loadSeccomp(*seccompFD); err != nil {
 			return 1, err
 		}
 	}

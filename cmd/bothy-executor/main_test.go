@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
 
 var (
@@ -94,7 +94,7 @@ func start(t *testing.T, args ...string) *proc {
 	return startBin(t, os.Args[0], args...)
 }
 
-// startBin starts bin with --ready-fd and waits for "ready".
+// startBin starts bin with --ready-fd and waits for its ready message.
 func startBin(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "bxe")
@@ -122,9 +122,8 @@ func startBin(t *testing.T, bin string, args ...string) *proc {
 			cmd.Wait()
 		}
 	})
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		t.Fatalf("ready pipe: %q %v", line, err)
+	if _, err := ipc.Receive(r, &ipc.ExecutorReady{}); err != nil {
+		t.Fatalf("ready pipe: %v", err)
 	}
 	e := &proc{cmd: cmd, socket: sock, dir: dir, c: client.New(sock, client.WithAPIKey("k3y"))}
 	t.Cleanup(func() { e.c.Close() })
@@ -320,8 +319,8 @@ func TestInheritedSocketAndMainLog(t *testing.T) {
 			cmd.Wait()
 		}
 	})
-	if line, err := bufio.NewReader(r).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("ready pipe: %q %v", line, err)
+	if _, err := ipc.Receive(r, &ipc.ExecutorReady{}); err != nil {
+		t.Fatalf("ready pipe: %v", err)
 	}
 	e := &proc{cmd: cmd, socket: sock, dir: dir, c: client.New(sock, client.WithAPIKey("k3y"))}
 	defer e.c.Close()

@@ -3,32 +3,34 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
 
 // maxSeccompInsns is the kernel's limit on a filter's length (BPF_MAXINSNS).
 const maxSeccompInsns = 4096
 
-// loadSeccomp reads a compiled seccomp program (struct sock_filter entries,
-// native byte order) from fd and loads it with flags for every thread of the
-// executor, so that everything it starts from now on runs under it.
-// no_new_privs must already be set: the launcher sets it before it runs the
-// executor.
-func loadSeccomp(fd int, flags uint) error {
+// loadSeccomp reads a compiled seccomp program (an ipc.SeccompProgram: struct
+// sock_filter entries in native byte order, and load flags) from fd and
+// loads it for every thread of the executor, so that everything it starts
+// from now on runs under it. no_new_privs must already be set: the launcher
+// sets it before it runs the executor.
+func loadSeccomp(fd int) error {
 	f := os.NewFile(uintptr(fd), "seccomp")
 	if f == nil {
 		return fmt.Errorf("--seccomp-fd %d is not a valid descriptor", fd)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 8*maxSeccompInsns+1))
-	if err != nil {
+	var sp ipc.SeccompProgram
+	if _, err := ipc.Receive(f, &sp); err != nil {
 		return fmt.Errorf("read seccomp program: %w", err)
 	}
+	data, flags := sp.Filter, uint(sp.Flags)
 	if len(data) == 0 || len(data)%8 != 0 || len(data) > 8*maxSeccompInsns {
 		return fmt.Errorf("seccomp program of %d bytes: want 1 to %d instructions of 8 bytes", len(data), maxSeccompInsns)
 	}

@@ -50,7 +50,7 @@ func newImportCmd(g *globals) *cobra.Command {
 }
 
 func newImagesCmd(g *globals) *cobra.Command {
-	var format string
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "images",
 		Short: "List images",
@@ -64,15 +64,11 @@ func newImagesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch format {
-			case "json":
+			if format.value == "json" {
 				if list == nil {
 					list = []*oci.Image{}
 				}
 				return writeJSON(cmd.OutOrStdout(), list)
-			case "table", "":
-			default:
-				return fmt.Errorf("unknown format %q: use table or json", format)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tTAG\tIMAGE ID\tCREATED\tSIZE")
@@ -89,7 +85,7 @@ func newImagesCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	format = formatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
 

@@ -23,34 +23,19 @@ import (
 // its whole command line to bothy-images, which parses it, prints its help
 // and errors, and exits with the status bothy then exits with.
 
-func newPullCmd(*globals) *cobra.Command {
-	return delegated("pull REF", "Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)")
-}
-
-func newPushCmd(*globals) *cobra.Command {
-	return delegated("push IMAGE DEST", "Copy an image to a registry (a bare DEST means docker://) or any transport: oci-archive:, oci:, docker-archive:")
-}
-
-func newSaveCmd(*globals) *cobra.Command {
-	return delegated("save IMAGE FILE|TRANSPORT:DEST", "Write an image to an OCI archive (a bare FILE), or oci:DIR, docker-archive:FILE")
-}
-
-func newLoadCmd(*globals) *cobra.Command {
-	return delegated("load ARCHIVE [NAME[:TAG]]", "Load the image in an OCI archive, OCI layout directory or docker archive")
-}
-
-func newBuildCmd(*globals) *cobra.Command {
-	return delegated("build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
-		"Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash")
-}
+func newPullCmd(*globals) *cobra.Command  { return delegated(pullUsage) }
+func newPushCmd(*globals) *cobra.Command  { return delegated(pushUsage) }
+func newSaveCmd(*globals) *cobra.Command  { return delegated(saveUsage) }
+func newLoadCmd(*globals) *cobra.Command  { return delegated(loadUsage) }
+func newBuildCmd(*globals) *cobra.Command { return delegated(buildUsage) }
 
 // delegated is a command that bothy-images runs. Flags are not parsed here:
 // the command gets every argument after its name, the global flags
 // included, and passes them on.
-func delegated(use, short string) *cobra.Command {
+func delegated(u usage) *cobra.Command {
 	return &cobra.Command{
-		Use:                use,
-		Short:              short,
+		Use:                u.use,
+		Short:              u.short,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			helper, err := imagesHelper()

@@ -4,10 +4,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -20,14 +22,10 @@ import (
 // containers/image's few hundred packages to initialise.
 
 func newPullCmd(g *globals) *cobra.Command {
-	var (
-		authFile  string
-		tlsVerify bool
-		quiet     bool
-	)
+	var tf transferFlags
 	cmd := &cobra.Command{
-		Use:   "pull REF",
-		Short: "Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)",
+		Use:   pullUsage.use,
+		Short: pullUsage.short,
 		Example: `  bothy pull localhost:5000/python:3.12
   bothy pull oci-archive:/shared/images/task-123.tar
   bothy pull --tls-verify=false docker://127.0.0.1:5000/busybox:latest`,
@@ -37,13 +35,7 @@ func newPullCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := transfer.PullOptions{AuthFile: authFile}
-			if cmd.Flags().Changed("tls-verify") {
-				opts.TLSVerify = &tlsVerify
-			}
-			if !quiet {
-				opts.Progress = cmd.ErrOrStderr()
-			}
+			opts := transfer.PullOptions{AuthFile: tf.authFile, TLSVerify: tf.verify(cmd), Progress: tf.progress(cmd)}
 			img, err := transfer.Pull(cmd.Context(), s, args[0], opts)
 			if err != nil {
 				return err
@@ -52,10 +44,43 @@ func newPullCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv(authFileEnv), "registry credentials file (containers-auth.json format)")
-	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	tf.add(cmd.Flags(), &tf.authFile, "")
 	return cmd
+}
+
+// transferFlags are the flags of the commands that move images: --quiet,
+// and --authfile and --tls-verify for those that reach a registry.
+type transferFlags struct {
+	authFile  string
+	tlsVerify bool
+	quiet     bool
+}
+
+// add adds --quiet to fs and, unless authFile is nil, --authfile (into
+// authFile) and --tls-verify, whose help ends with when.
+func (tf *transferFlags) add(fs *pflag.FlagSet, authFile *string, when string) {
+	if authFile != nil {
+		fs.StringVar(authFile, "authfile", os.Getenv(authFileEnv), "registry credentials file (containers-auth.json format)"+when)
+		fs.BoolVar(&tf.tlsVerify, "tls-verify", true, "require HTTPS and verify certificates"+when)
+	}
+	fs.BoolVarP(&tf.quiet, "quiet", "q", false, "no progress output")
+}
+
+// verify is --tls-verify when given; nil leaves it to containers/image's
+// registry configuration.
+func (tf *transferFlags) verify(cmd *cobra.Command) *bool {
+	if cmd.Flags().Changed("tls-verify") {
+		return &tf.tlsVerify
+	}
+	return nil
+}
+
+// progress is where progress goes: stderr, unless --quiet.
+func (tf *transferFlags) progress(cmd *cobra.Command) io.Writer {
+	if tf.quiet {
+		return nil
+	}
+	return cmd.ErrOrStderr()
 }
 
 // hasTransport reports whether ref names a containers/image transport.
@@ -69,14 +94,10 @@ func hasTransport(ref string) bool {
 }
 
 func newPushCmd(g *globals) *cobra.Command {
-	var (
-		authFile  string
-		tlsVerify bool
-		quiet     bool
-	)
+	var tf transferFlags
 	cmd := &cobra.Command{
-		Use:   "push IMAGE DEST",
-		Short: "Copy an image to a registry (a bare DEST means docker://) or any transport: oci-archive:, oci:, docker-archive:",
+		Use:   pushUsage.use,
+		Short: pushUsage.short,
 		Example: `  bothy push bothy-runtime:v0.1.0_python_t_3.12 registry.example:5000/runtime:py312
   bothy push --tls-verify=false myimage 127.0.0.1:5000/myimage:1
   bothy push myimage oci-archive:/shared/images/myimage.tar`,
@@ -86,20 +107,18 @@ func newPushCmd(g *globals) *cobra.Command {
 			if !hasTransport(dest) {
 				dest = "docker://" + dest
 			}
-			return saveImage(cmd, g, args[0], dest, authFile, tlsVerify, quiet)
+			return saveImage(cmd, g, args[0], dest, &tf)
 		},
 	}
-	cmd.Flags().StringVar(&authFile, "authfile", os.Getenv(authFileEnv), "registry credentials file (containers-auth.json format)")
-	cmd.Flags().BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	tf.add(cmd.Flags(), &tf.authFile, "")
 	return cmd
 }
 
 func newSaveCmd(g *globals) *cobra.Command {
-	var quiet bool
+	var tf transferFlags
 	cmd := &cobra.Command{
-		Use:   "save IMAGE FILE|TRANSPORT:DEST",
-		Short: "Write an image to an OCI archive (a bare FILE), or oci:DIR, docker-archive:FILE",
+		Use:   saveUsage.use,
+		Short: saveUsage.short,
 		Example: `  bothy save bothy-runtime:v0.1.0_bothy-default_t_latest /shared/runtime.tar
   bothy save busybox docker-archive:/tmp/busybox.tar:busybox:latest`,
 		Args: cobra.ExactArgs(2),
@@ -108,25 +127,19 @@ func newSaveCmd(g *globals) *cobra.Command {
 			if !hasTransport(dest) {
 				dest = "oci-archive:" + dest
 			}
-			return saveImage(cmd, g, args[0], dest, "", true, quiet)
+			return saveImage(cmd, g, args[0], dest, &tf)
 		},
 	}
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	tf.add(cmd.Flags(), nil, "")
 	return cmd
 }
 
-func saveImage(cmd *cobra.Command, g *globals, ref, dest, authFile string, tlsVerify, quiet bool) error {
+func saveImage(cmd *cobra.Command, g *globals, ref, dest string, tf *transferFlags) error {
 	s, err := g.store()
 	if err != nil {
 		return err
 	}
-	opts := transfer.SaveOptions{AuthFile: authFile}
-	if cmd.Flags().Changed("tls-verify") {
-		opts.TLSVerify = &tlsVerify
-	}
-	if !quiet {
-		opts.Progress = cmd.ErrOrStderr()
-	}
+	opts := transfer.SaveOptions{AuthFile: tf.authFile, TLSVerify: tf.verify(cmd), Progress: tf.progress(cmd)}
 	img, err := s.Resolve(cmd.Context(), ref)
 	if err != nil {
 		return err
@@ -140,8 +153,8 @@ func saveImage(cmd *cobra.Command, g *globals, ref, dest, authFile string, tlsVe
 
 func newLoadCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "load ARCHIVE [NAME[:TAG]]",
-		Short: "Load the image in an OCI archive, OCI layout directory or docker archive",
+		Use:   loadUsage.use,
+		Short: loadUsage.short,
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.store()
@@ -166,13 +179,12 @@ func newBuildCmd(g *globals) *cobra.Command {
 	var (
 		opts      runtimeimage.Options
 		pluginArg string
-		format    string
-		tlsVerify bool
-		quiet     bool
+		format    *outputFormat
+		tf        transferFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
-		Short: "Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash",
+		Use:   buildUsage.use,
+		Short: buildUsage.short,
 		Long: `Build a runtime image without Docker: plugin installs and the setup script run in a
 build sandbox, its changes become one layer, the executor the top layer. The build sandbox
 has no network unless --build-network host is given: plugin installs download from Debian's
@@ -184,9 +196,6 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
   bothy run bothy-runtime:v0.1.0_python_t_3.12 -- python3 -V`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return fmt.Errorf("unknown format %q: use text or json", format)
-			}
 			recipes, err := plugins.Parse(pluginArg)
 			if err != nil {
 				return err
@@ -195,12 +204,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 			if opts.Epoch, err = sourceDateEpoch(); err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("tls-verify") {
-				opts.Pull.TLSVerify = &tlsVerify
-			}
-			if !quiet {
-				opts.Progress = cmd.ErrOrStderr()
-			}
+			opts.Pull.TLSVerify, opts.Progress = tf.verify(cmd), tf.progress(cmd)
 			m, err := g.manager()
 			if err != nil {
 				return err
@@ -209,7 +213,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 			if err != nil {
 				return err
 			}
-			if format == "json" {
+			if format.value == "json" {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\npath: %s (%.2fs)\n", res.Image, res.Path, res.Seconds)
@@ -226,9 +230,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 	f.BoolVar(&opts.Force, "force", false, "build from the base even if a tagged image exists")
 	f.StringVar(&opts.Network, "build-network", runtimeimage.DefaultNetwork,
 		"network of the build sandbox: none (loopback only) or host (the host's: plugin installs need it)")
-	f.StringVar(&format, "format", "text", "output format: text or json")
-	f.StringVar(&opts.Pull.AuthFile, "authfile", os.Getenv(authFileEnv), "registry credentials file for pulling the base")
-	f.BoolVar(&tlsVerify, "tls-verify", true, "require HTTPS and verify certificates when pulling the base")
-	f.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	format = formatFlag(f, "text", "json")
+	tf.add(f, &opts.Pull.AuthFile, " when pulling the base")
 	return cmd
 }

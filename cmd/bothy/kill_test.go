@@ -696,7 +696,7 @@ func (k *killEnv) runTrial(tr trial) outcome {
 func (k *killEnv) findVictim(cli int, victim string) (int, uint64) {
 	switch victim {
 	case "launcher":
-		return childWith(cli, ipc.Arg)
+		return childWith(cli, ipc.ReexecLaunch)
 	case "images":
 		for _, pid := range allPids() {
 			if ppid, start, _, err := procInfo(pid); err == nil && ppid == cli {
@@ -707,7 +707,7 @@ func (k *killEnv) findVictim(cli int, victim string) (int, uint64) {
 		// The launcher's newest child running libcontainer's init:
 		// the bootstrap process, then the container's init (its
 		// sibling: libcontainer clones it with CLONE_PARENT).
-		if l, _ := childWith(cli, ipc.Arg); l != 0 {
+		if l, _ := childWith(cli, ipc.ReexecLaunch); l != 0 {
 			return childWith(l, "init")
 		}
 	case "executor":

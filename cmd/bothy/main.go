@@ -1,4 +1,8 @@
-// Command bothy runs untrusted code in rootless sandboxes, with no daemon.
+// Command bothy runs untrusted code in rootless sandboxes, with no daemon:
+// the CLI. Each command turns its flags into options and calls package
+// sandbox or oci. pull, push, save, load and build run in bothy-images, this
+// command built with the bothy_images tag, which links containers/image
+// (oci/transfer) and the runtime-image builder (runtimeimage).
 package main
 
 import (

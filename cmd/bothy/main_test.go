@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bothy-sandbox/bothy/internal/launcher"
+	"github.com/bothy-sandbox/bothy/internal/ipc"
+	// The launcher, the container init and the helpers, for ipc.Dispatch.
+	_ "github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/testimage"
 	"github.com/bothy-sandbox/bothy/internal/trace"
@@ -25,7 +27,7 @@ import (
 // BOTHY_TEST_CLI set, the bothy CLI itself.
 func TestMain(m *testing.M) {
 	trace.Configure(trace.FromEnv()) // as bothy-init's and bothy's mains do
-	launcher.Reexec()
+	ipc.Dispatch()
 	if os.Getenv("BOTHY_TEST_CLI") != "" {
 		main()
 		os.Exit(0)

@@ -114,12 +114,9 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.Name, "name", "", "name the sandbox")
 	f.BoolVarP(&detach, "detach", "d", false, "start the sandbox in the background and print its ID")
 	f.BoolVar(&rm, "rm", false, "remove the sandbox when the command exits")
-	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable (K=V)")
-	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory inside the sandbox")
 	f.StringVar(&opts.Network.Mode, "network", sandbox.NetworkNone, "network: none (loopback only) or host")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
-	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
-	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
+	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
 	return cmd
@@ -161,10 +158,7 @@ func newExecCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVarP(&stdin, "interactive", "i", false, "forward standard input to the command")
-	f.StringArrayVarP(&env, "env", "e", nil, "set an environment variable (K=V)")
-	f.StringVarP(&workdir, "workdir", "w", "", "working directory inside the sandbox")
-	f.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
+	commandFlags(f, &stdin, &env, &workdir, &timeout)
 	deprecatedAPIKey(f)
 	return cmd
 }
@@ -267,7 +261,7 @@ stops.`
 
 func newPsCmd(g *globals) *cobra.Command {
 	var all bool
-	var format string
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List sandboxes",
@@ -287,7 +281,7 @@ func newPsCmd(g *globals) *cobra.Command {
 					shown = append(shown, sb)
 				}
 			}
-			if format == "json" {
+			if format.value == "json" {
 				// The keys are for inspect only.
 				out := make([]sandbox.Sandbox, len(shown))
 				for i, sb := range shown {
@@ -295,9 +289,6 @@ func newPsCmd(g *globals) *cobra.Command {
 					out[i].APIKey = ""
 				}
 				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			if format != "" && format != "table" {
-				return fmt.Errorf("unknown format %q: use table or json", format)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 			fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK")
@@ -309,7 +300,7 @@ func newPsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
-	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	format = formatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
 

@@ -13,16 +13,13 @@ import (
 
 func newStatsCmd(g *globals) *cobra.Command {
 	var (
-		format   string
+		format   *outputFormat
 		interval time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "stats [SANDBOX...]",
 		Short: "Show memory, CPU and process use of sandboxes (all running ones by default), read from their cgroups",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "table" && format != "json" {
-				return fmt.Errorf("invalid --format %q: use table or json", format)
-			}
 			m, err := g.manager()
 			if err != nil {
 				return err
@@ -31,7 +28,7 @@ func newStatsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format == "json" {
+			if format.value == "json" {
 				if stats == nil {
 					stats = []*sandbox.Stats{}
 				}
@@ -48,7 +45,7 @@ func newStatsCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	format = formatFlag(cmd.Flags(), "table", "json")
 	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "time between the two samples the CPU percentage is computed from")
 	return cmd
 }

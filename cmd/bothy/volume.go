@@ -52,7 +52,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	})
-	var format string
+	var format *outputFormat
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List named volumes",
@@ -66,12 +66,8 @@ func newVolumeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch format {
-			case "json":
+			if format.value == "json" {
 				return writeJSON(cmd.OutOrStdout(), vols)
-			case "", "table":
-			default:
-				return fmt.Errorf("unknown format %q: use table or json", format)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 			fmt.Fprintln(tw, "VOLUME NAME\tCREATED\tUSED BY\tMOUNTPOINT")
@@ -88,7 +84,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	ls.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	format = formatFlag(ls.Flags(), "table", "json")
 	cmd.AddCommand(ls)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "inspect NAME...",
@@ -145,7 +141,10 @@ func newVolumeCmd(g *globals) *cobra.Command {
 }
 
 func newDiffCmd(g *globals) *cobra.Command {
-	var format, export string
+	var (
+		format *outputFormat
+		export string
+	)
 	cmd := &cobra.Command{
 		Use:   "diff [--export DIR] SANDBOX [CTR]",
 		Short: "List what a sandbox changed in an overlay volume (or, without CTR, its root filesystem)",
@@ -171,12 +170,8 @@ changed files into DIR (new or empty) first, so they outlive the sandbox.`,
 			if err != nil {
 				return err
 			}
-			switch format {
-			case "json":
+			if format.value == "json" {
 				return writeJSON(cmd.OutOrStdout(), d)
-			case "", "table":
-			default:
-				return fmt.Errorf("unknown format %q: use table or json", format)
 			}
 			var b strings.Builder
 			for _, c := range d.Changes {
@@ -187,7 +182,7 @@ changed files into DIR (new or empty) first, so they outlive the sandbox.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "table", "output format: table (A/C/D lines) or json")
+	format = formatFlag(cmd.Flags(), "table", "json")
 	cmd.Flags().StringVar(&export, "export", "", "copy the added and changed files into this new or empty directory")
 	return cmd
 }

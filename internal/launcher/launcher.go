@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -19,6 +20,7 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/rootfs"
+	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -30,56 +32,54 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 )
 
-// Reexec runs the launcher, the container init or one of package userns's
-// helpers when the process was started as one, and never returns in that
-// case. Call it first thing in main (and in TestMain of tests that start
-// sandboxes).
-func Reexec() {
-	if len(os.Args) < 2 {
-		return
-	}
-	switch os.Args[1] {
-	case "init":
-		runtime.GOMAXPROCS(1)
-		runtime.LockOSThread()
-		libcontainer.Init()
-		os.Exit(1) // Init only returns on failure, after reporting it.
-	case ipc.Arg:
-		os.Exit(launcherMain())
-	}
-	userns.Reexec()
+// The launcher and the container init are what bothy-init is re-executed
+// as (ipc.Dispatch); package userns registers its helpers.
+func init() {
+	ipc.Handle(ipc.ReexecInit, containerInit)
+	ipc.Handle(ipc.ReexecLaunch, launcherMain)
+}
+
+// containerInit is libcontainer's init, in the container's namespaces that
+// nsenter's constructor set up before the Go runtime started.
+func containerInit() int {
+	runtime.GOMAXPROCS(1)
+	runtime.LockOSThread()
+	libcontainer.Init()
+	return 1 // Init only returns on failure, after reporting it.
 }
 
 // launcherMain runs in the new mount (and, rootless, user) namespace that the
-// manager created for it. It reports a Result on fd 3.
+// CLI created for it. It reads a LaunchRequest and then a GoAhead on its
+// launch channel (ipc.LaunchFD), and answers a LaunchResult there.
 func launcherMain() int {
-	report := os.NewFile(3, "report")
-	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "bothy launcher: missing request path")
-		return 2
-	}
-	var req *ipc.Request
+	conn := os.NewFile(ipc.LaunchFD, "launch")
+	var req ipc.LaunchRequest
 	pid, err := 0, userns.WaitMapped()
 	if err == nil {
-		req, err = readRequest(os.Args[2])
+		// Kept across WaitMapped's execve, and by nothing the launcher
+		// starts.
+		syscall.CloseOnExec(ipc.LaunchFD)
+		if _, err = ipc.Receive(conn, &req); err != nil {
+			err = fmt.Errorf("read launch request: %w", err)
+		}
 	}
 	if err == nil {
 		// The bundle is read (and its seccomp profile compiled if need be)
 		// as soon as it is written, while the root filesystem is mounted.
 		b := make(chan *bundle, 1)
-		go func() { b <- readBundle(req) }()
-		if err = mountRootfs(req); err == nil {
+		go func() { b <- readBundle(conn, &req) }()
+		if err = mountRootfs(&req); err == nil {
 			bd := <-b
 			if err = bd.err; err == nil {
-				pid, err = start(req, bd)
+				pid, err = start(&req, bd)
 			}
 		}
 	}
-	res := ipc.Result{Pid: pid}
+	res := ipc.LaunchResult{Pid: pid}
 	if err != nil {
 		res.Error = err.Error()
 	}
-	if err := json.NewEncoder(report).Encode(res); err != nil {
+	if err := ipc.Send(conn, res); err != nil {
 		fmt.Fprintln(os.Stderr, "bothy launcher: report:", err)
 		return 1
 	}
@@ -89,37 +89,25 @@ func launcherMain() int {
 	return 0
 }
 
-// waitGo blocks until the manager has written the bundle: it starts the
+// waitGo blocks until the CLI has written the bundle: it starts the
 // launcher early, so that the launcher's own start-up and the overlay mount
-// overlap the writing, and sends one byte on fd 4 when config.json is
-// complete, or closes the pipe to call the launch off.
-func waitGo() error {
-	f := os.NewFile(4, "go")
-	defer f.Close()
-	var b [1]byte
-	if n, err := f.Read(b[:]); n != 1 {
-		return fmt.Errorf("launch called off before the bundle was written (%v)", err)
+// overlap the writing, and sends GoAhead when config.json is complete, or
+// closes the channel to call the launch off.
+func waitGo(conn io.Reader) error {
+	_, err := ipc.Receive(conn, &ipc.GoAhead{})
+	if errors.Is(err, io.EOF) {
+		return errors.New("launch called off before the bundle was written")
+	}
+	if err != nil {
+		return fmt.Errorf("wait for the go-ahead: %w", err)
 	}
 	return nil
-}
-
-// readRequest reads launch.json.
-func readRequest(path string) (*ipc.Request, error) {
-	var req ipc.Request
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read launch request: %w", err)
-	}
-	if err := json.Unmarshal(data, &req); err != nil {
-		return nil, fmt.Errorf("read launch request: %w", err)
-	}
-	return &req, nil
 }
 
 // mountRootfs mounts the sandbox's root filesystem and overlay volumes, all
 // in the launcher's own mount namespace: they go away with it if the launch
 // is called off.
-func mountRootfs(req *ipc.Request) error {
+func mountRootfs(req *ipc.LaunchRequest) error {
 	// Nothing mounted here may reach the host's mount table.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -135,18 +123,17 @@ func mountRootfs(req *ipc.Request) error {
 }
 
 // bundle is the sandbox's runtime spec and, when the executor loads the
-// seccomp profile itself, the compiled program and its load flags.
+// seccomp profile itself, the file of its ipc.SeccompProgram.
 type bundle struct {
-	spec         specs.Spec
-	seccompProg  *os.File
-	seccompFlags uint
-	err          error
+	spec        specs.Spec
+	seccompProg *os.File
+	err         error
 }
 
-// readBundle waits for the go-ahead, then reads config.json.
-func readBundle(req *ipc.Request) *bundle {
+// readBundle waits for the go-ahead on conn, then reads config.json.
+func readBundle(conn io.Reader, req *ipc.LaunchRequest) *bundle {
 	b := &bundle{}
-	if b.err = waitGo(); b.err != nil {
+	if b.err = waitGo(conn); b.err != nil {
 		return b
 	}
 	trace.Mark("launcher", "go-ahead")
@@ -163,13 +150,13 @@ func readBundle(req *ipc.Request) *bundle {
 		b.err = fmt.Errorf("bundle's root is not the prepared %s", req.Rootfs)
 		return b
 	}
-	b.seccompProg, b.seccompFlags, b.err = precompiledSeccomp(&b.spec, req.SeccompCache)
+	b.seccompProg, b.err = precompiledSeccomp(&b.spec, req.SeccompCache)
 	return b
 }
 
 // start starts the sandbox of the bundle read for req, on the root
 // filesystem mounted for it.
-func start(req *ipc.Request, b *bundle) (int, error) {
+func start(req *ipc.LaunchRequest, b *bundle) (int, error) {
 	spec, seccompProg := &b.spec, b.seccompProg
 	files, err := executorFiles(req)
 	if err != nil {
@@ -179,19 +166,19 @@ func start(req *ipc.Request, b *bundle) (int, error) {
 		defer f.Close()
 	}
 	// The executor loads a compiled profile itself; libcontainer then has
-	// none to load. It inherits the program after the ready pipe (3) and
-	// the manager's files.
+	// none to load. It inherits the program after the ready pipe
+	// (ipc.ExecutorReadyFD) and the CLI's files.
 	if seccompProg != nil {
 		defer seccompProg.Close()
 		files = append(files, seccompProg)
 		spec.Linux.Seccomp = nil
 		p := spec.Process
-		p.Args = slices.Concat(p.Args[:1], []string{"--seccomp-fd", strconv.Itoa(3 + len(files)), "--seccomp-flags", strconv.FormatUint(uint64(b.seccompFlags), 10)}, p.Args[1:])
+		p.Args = slices.Concat(p.Args[:1], []string{"--seccomp-fd", strconv.Itoa(ipc.ExecutorReadyFD + len(files))}, p.Args[1:])
 	}
 	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:       req.ID,
 		Spec:             spec,
-		RootlessCgroups:  req.Rootless(),
+		RootlessCgroups:  rootless(req),
 		UseSystemdCgroup: req.SystemdCgroup,
 		NoNewKeyring:     false,
 	})
@@ -199,7 +186,7 @@ func start(req *ipc.Request, b *bundle) (int, error) {
 		return 0, fmt.Errorf("convert bundle: %w", err)
 	}
 	hideUnusedControllers(config.Cgroups.Resources)
-	if req.Rootless() {
+	if rootless(req) {
 		joinDelegatedOnly(config.Cgroups)
 	}
 	container, err := libcontainer.Create(req.StateRoot, req.ID, config)
@@ -216,10 +203,10 @@ func start(req *ipc.Request, b *bundle) (int, error) {
 	return pid, nil
 }
 
-// executorFiles takes the descriptors the manager handed over for the
+// executorFiles takes the descriptors the CLI handed over for the
 // executor (see ipc.LauncherListenFD), in the order the executor gets
 // them after its ready pipe.
-func executorFiles(req *ipc.Request) ([]*os.File, error) {
+func executorFiles(req *ipc.LaunchRequest) ([]*os.File, error) {
 	fds := []int{ipc.LauncherListenFD}
 	if req.MainLog {
 		fds = append(fds, ipc.LauncherMainLogFD)
@@ -230,7 +217,7 @@ func executorFiles(req *ipc.Request) ([]*os.File, error) {
 			for _, f := range files {
 				f.Close()
 			}
-			return nil, fmt.Errorf("descriptor %d for the executor: not passed by the manager: %w", fd, err)
+			return nil, fmt.Errorf("descriptor %d for the executor: not passed by the CLI: %w", fd, err)
 		}
 		files = append(files, os.NewFile(uintptr(fd), "executor-fd-"+strconv.Itoa(fd)))
 	}
@@ -239,16 +226,20 @@ func executorFiles(req *ipc.Request) ([]*os.File, error) {
 
 // mountOverlay extracts the layers that are not in the cache yet and mounts
 // the overlay on target.
-func mountOverlay(req *ipc.Request, target string) error {
-	cache, err := rootfs.OpenCache(req.LayerCache, req.UnpackOptions())
+func mountOverlay(req *ipc.LaunchRequest, target string) error {
+	cache, err := rootfs.OpenCache(req.LayerCache, unpackOptions(req))
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	lowers := make([]string, len(req.Layers))
 	for i, l := range req.Layers {
+		diffID, err := digest.Parse(l.DiffID)
+		if err != nil {
+			return fmt.Errorf("prepare layer %q: %w", l.DiffID, err)
+		}
 		blob := l.Blob
-		dir, err := cache.Get(ctx, l.DiffID, func() (io.ReadCloser, error) { return os.Open(blob) })
+		dir, err := cache.Get(ctx, diffID, func() (io.ReadCloser, error) { return os.Open(blob) })
 		if err != nil {
 			return fmt.Errorf("prepare layer %s: %w", l.DiffID, err)
 		}
@@ -257,7 +248,7 @@ func mountOverlay(req *ipc.Request, target string) error {
 	if len(lowers) == 0 {
 		return errors.New("image has no layers")
 	}
-	data, dir, err := rootfs.OverlayOptionsIn(lowers, req.Upper, req.Work, req.Rootless())
+	data, dir, err := rootfs.OverlayOptionsIn(lowers, req.Upper, req.Work, rootless(req))
 	if err != nil {
 		return err
 	}
@@ -267,9 +258,9 @@ func mountOverlay(req *ipc.Request, target string) error {
 	return nil
 }
 
-// run runs the executor in container with its ready pipe as fd 3 and files
-// from fd 4 on.
-func run(container *libcontainer.Container, spec *specs.Spec, req ipc.Request, files []*os.File) (int, error) {
+// run runs the executor in container with its ready pipe as
+// ipc.ExecutorReadyFD and files after it.
+func run(container *libcontainer.Container, spec *specs.Spec, req ipc.LaunchRequest, files []*os.File) (int, error) {
 	logFile, err := os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("open executor log: %w", err)
@@ -282,7 +273,7 @@ func run(container *libcontainer.Container, spec *specs.Spec, req ipc.Request, f
 	defer readyR.Close()
 
 	p := spec.Process
-	extra := append([]*os.File{readyW}, files...) // fd 3 in the sandbox: --ready-fd 3
+	extra := append([]*os.File{readyW}, files...) // ipc.ExecutorReadyFD, then files
 	process := &libcontainer.Process{
 		Args:            p.Args,
 		Env:             p.Env,
@@ -322,26 +313,23 @@ func run(container *libcontainer.Container, spec *specs.Spec, req ipc.Request, f
 	return pid, nil
 }
 
-// waitReady waits for the executor to write "ready" on its ready pipe, which it
-// does once its socket is listening.
+// waitReady waits for the executor's ExecutorReady on its ready pipe, which
+// it sends once its socket is listening.
 func waitReady(r *os.File, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	_ = r.SetReadDeadline(time.Now().Add(timeout))
-	buf := make([]byte, 64)
-	n, err := io.ReadAtLeast(r, buf, len("ready"))
+	_, err := ipc.Receive(r, &ipc.ExecutorReady{})
 	switch {
-	case err == nil && strings.HasPrefix(string(buf[:n]), "ready"):
+	case err == nil:
 		return nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("executor not ready after %s", timeout)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, ipc.ErrTruncated):
 		return errors.New("executor exited before it was ready")
-	case err != nil:
-		return fmt.Errorf("wait for executor: %w", err)
 	default:
-		return fmt.Errorf("executor sent %q instead of ready", strconv.Quote(string(buf[:n])))
+		return fmt.Errorf("wait for executor: %w", err)
 	}
 }
 
@@ -363,9 +351,9 @@ func logTail(path string) string {
 }
 
 // mountOverlays mounts the request's overlay volumes.
-func mountOverlays(req *ipc.Request) error {
+func mountOverlays(req *ipc.LaunchRequest) error {
 	for _, o := range req.Overlays {
-		data, err := rootfs.OverlayOptions([]string{o.Lower}, o.Upper, o.Work, req.Rootless())
+		data, err := rootfs.OverlayOptions([]string{o.Lower}, o.Upper, o.Work, rootless(req))
 		if err != nil {
 			return fmt.Errorf("overlay volume %s: %w", o.Lower, err)
 		}
@@ -374,4 +362,23 @@ func mountOverlays(req *ipc.Request) error {
 		}
 	}
 	return nil
+}
+
+// rootless reports whether the sandbox runs in a user namespace of its own.
+func rootless(req *ipc.LaunchRequest) bool { return req.UserNS != userns.MapHost }
+
+// unpackOptions returns how layers are written for the request's mapping.
+func unpackOptions(req *ipc.LaunchRequest) rootfs.UnpackOptions {
+	switch req.UserNS {
+	case userns.MapSubID:
+		// Root in a namespace that maps 0…n: chown to the image's ids
+		// works for every id the range covers.
+		ident := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: req.MappedIDs}}
+		return rootfs.UnpackOptions{Rootless: true, Chown: rootfs.IDMapChown(ident, ident), IgnoreChownErrors: true}
+	case userns.MapSingle:
+		// Only the caller is mapped: everything belongs to root inside.
+		return rootfs.UnpackOptions{Rootless: true}
+	default:
+		return rootfs.UnpackOptions{Chown: func(uid, gid int) (int, int, error) { return uid, gid, nil }, KeepSetuid: true}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -31,9 +32,9 @@ import (
 // off, filter flags, notify actions, more than the native architecture) go
 // to libcontainer as before.
 
-// seccompFormat names the cached program's layout and how it is made: change
-// it when either changes.
-const seccompFormat = "bothy-seccomp-1"
+// seccompFormat names the cached program's layout (an ipc.SeccompProgram
+// frame) and how it is made: change it when either changes.
+const seccompFormat = "bothy-seccomp-2"
 
 // x32SyscallBit marks a syscall number of the x32 ABI (__X32_SYSCALL_BIT).
 const x32SyscallBit = 0x40000000
@@ -48,32 +49,33 @@ var nativeAudit = map[string]struct {
 	"arm64": {unix.AUDIT_ARCH_AARCH64, false},
 }
 
-// precompiledSeccomp returns the compiled program for the spec's profile,
-// from the cache in dir or made now, opened for reading, and the flags to
-// load it with; nil when the profile has to go through libcontainer.
-func precompiledSeccomp(spec *specs.Spec, dir string) (*os.File, uint, error) {
+// precompiledSeccomp returns the file of the ipc.SeccompProgram for the
+// spec's profile (the program and the flags to load it with), from the cache
+// in dir or made now, opened for reading; nil when the profile has to go
+// through libcontainer.
+func precompiledSeccomp(spec *specs.Spec, dir string) (*os.File, error) {
 	if spec.Linux == nil || spec.Linux.Seccomp == nil || spec.Process == nil || !spec.Process.NoNewPrivileges || dir == "" {
-		return nil, 0, nil
+		return nil, nil
 	}
 	native, ok := nativeAudit[runtime.GOARCH]
 	if !ok {
-		return nil, 0, nil
+		return nil, nil
 	}
 	config, err := specconv.SetupSeccomp(spec.Linux.Seccomp)
 	if err != nil {
-		return nil, 0, fmt.Errorf("seccomp profile: %w", err)
+		return nil, fmt.Errorf("seccomp profile: %w", err)
 	}
 	if config == nil || config.ListenerPath != "" || config.DefaultAction == configs.Notify ||
 		slices.ContainsFunc(config.Syscalls, func(s *configs.Syscall) bool { return s.Action == configs.Notify }) {
-		return nil, 0, nil
+		return nil, nil
 	}
 	for _, a := range config.Architectures { // libcontainer's names: amd64, arm64…
 		if a != runtime.GOARCH {
-			return nil, 0, nil
+			return nil, nil
 		}
 	}
 	// libcontainer asks for SPEC_ALLOW unless the profile says otherwise.
-	var flags uint
+	var flags uint32
 	for _, f := range config.Flags {
 		switch f {
 		case "SECCOMP_FILTER_FLAG_TSYNC": // the executor always synchronises its threads
@@ -82,7 +84,7 @@ func precompiledSeccomp(spec *specs.Spec, dir string) (*os.File, uint, error) {
 		case specs.LinuxSeccompFlagSpecAllow:
 			flags |= unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW
 		default:
-			return nil, 0, nil
+			return nil, nil
 		}
 	}
 	major, minor, micro := libseccomp.GetLibraryVersion()
@@ -92,22 +94,25 @@ func precompiledSeccomp(spec *specs.Spec, dir string) (*os.File, uint, error) {
 		Config       *configs.Seccomp
 	}{seccompFormat, runtime.GOARCH, [3]uint{major, minor, micro}, config})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	sum := sha256.Sum256(key)
 	path := filepath.Join(dir, hex.EncodeToString(sum[:])+".bpf")
 	if f, err := os.Open(path); err == nil {
-		return f, flags, nil
+		return f, nil
 	}
 	prog, err := compileSeccomp(config, native.arch, native.x32)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	if err := writeFileAtomic(dir, path, prog); err != nil {
-		return nil, 0, fmt.Errorf("cache seccomp program: %w", err)
+	frame, err := ipc.Encode(ipc.SeccompProgram{Flags: flags, Filter: prog})
+	if err != nil {
+		return nil, fmt.Errorf("seccomp program: %w", err)
 	}
-	f, err := os.Open(path)
-	return f, flags, err
+	if err := writeFileAtomic(dir, path, frame); err != nil {
+		return nil, fmt.Errorf("cache seccomp program: %w", err)
+	}
+	return os.Open(path)
 }
 
 // compileSeccomp builds the program libcontainer would load for config on a

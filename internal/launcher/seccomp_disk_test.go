@@ -3,7 +3,6 @@ package launcher
 import (
 	"encoding/binary"
 	"encoding/json"
-	"os"
 	"runtime"
 	"testing"
 
@@ -75,15 +74,11 @@ func TestDiskQuotaSeccomp(t *testing.T) {
 		t.Fatal(err)
 	}
 	disk.DenyProjectChanges(spec.Linux.Seccomp)
-	f, _, err := precompiledSeccomp(spec, t.TempDir())
+	f, err := precompiledSeccomp(spec, t.TempDir())
 	if err != nil || f == nil {
 		t.Fatalf("precompiledSeccomp: %v %v", f, err)
 	}
-	prog, err := os.ReadFile(f.Name())
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	prog := receiveProgram(t, f).Filter
 	ioctl := sysno(t, "ioctl")
 	for _, c := range []struct {
 		what string

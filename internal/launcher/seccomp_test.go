@@ -12,6 +12,8 @@ import (
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
 
 // Seccomp return values (SECCOMP_RET_*).
@@ -67,6 +69,18 @@ func runProgram(t *testing.T, prog []byte, arch, nr uint32, arg0 uint64) uint32 
 	return uint32(ret)
 }
 
+// receiveProgram reads the ipc.SeccompProgram frame of f, as the executor
+// does, and closes f.
+func receiveProgram(t *testing.T, f *os.File) ipc.SeccompProgram {
+	t.Helper()
+	defer f.Close()
+	var sp ipc.SeccompProgram
+	if _, err := ipc.Receive(f, &sp); err != nil {
+		t.Fatalf("read the compiled program: %v", err)
+	}
+	return sp
+}
+
 func sysno(t *testing.T, name string) uint32 {
 	t.Helper()
 	nr, err := libseccomp.GetSyscallFromName(name)
@@ -83,18 +97,15 @@ func TestCompiledSeccomp(t *testing.T) {
 	}
 	spec := &specs.Spec{Process: &specs.Process{NoNewPrivileges: true}, Linux: &specs.Linux{Seccomp: testProfile()}}
 	dir := t.TempDir()
-	f, flags, err := precompiledSeccomp(spec, dir)
+	f, err := precompiledSeccomp(spec, dir)
 	if err != nil || f == nil {
 		t.Fatalf("precompiledSeccomp: %v %v", f, err)
 	}
-	prog, err := os.ReadFile(f.Name())
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp := receiveProgram(t, f)
+	prog := sp.Filter
 	// No flags in the profile: libcontainer's default, SPEC_ALLOW.
-	if flags != unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW {
-		t.Errorf("flags %#x, want SPEC_ALLOW", flags)
+	if sp.Flags != unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW {
+		t.Errorf("flags %#x, want SPEC_ALLOW", sp.Flags)
 	}
 	last := sysno(t, "openat2")
 	for _, c := range []struct {
@@ -133,7 +144,7 @@ func TestCompiledSeccomp(t *testing.T) {
 
 	// Compiled once: the second sandbox finds the cached program.
 	stat1, _ := os.Stat(f.Name())
-	f2, _, err := precompiledSeccomp(spec, dir)
+	f2, err := precompiledSeccomp(spec, dir)
 	if err != nil || f2 == nil || f2.Name() != f.Name() {
 		t.Fatalf("second precompiledSeccomp: %v %v", f2, err)
 	}
@@ -148,18 +159,17 @@ func TestCompiledSeccomp(t *testing.T) {
 	// always sets itself).
 	flagged := &specs.Spec{Process: spec.Process, Linux: &specs.Linux{Seccomp: testProfile()}}
 	flagged.Linux.Seccomp.Flags = []specs.LinuxSeccompFlag{specs.LinuxSeccompFlagLog, "SECCOMP_FILTER_FLAG_TSYNC"}
-	f4, flags, err := precompiledSeccomp(flagged, dir)
+	f4, err := precompiledSeccomp(flagged, dir)
 	if err != nil || f4 == nil {
 		t.Fatalf("flagged profile: %v %v", f4, err)
 	}
-	f4.Close()
-	if flags != unix.SECCOMP_FILTER_FLAG_LOG {
+	if flags := receiveProgram(t, f4).Flags; flags != unix.SECCOMP_FILTER_FLAG_LOG {
 		t.Errorf("flags %#x, want LOG", flags)
 	}
 	// A different profile is another program.
 	other := &specs.Spec{Process: spec.Process, Linux: &specs.Linux{Seccomp: testProfile()}}
 	other.Linux.Seccomp.DefaultAction = specs.ActKillProcess
-	f3, _, err := precompiledSeccomp(other, dir)
+	f3, err := precompiledSeccomp(other, dir)
 	if err != nil || f3 == nil || f3.Name() == f.Name() {
 		t.Fatalf("other profile: %v %v", f3, err)
 	}
@@ -192,7 +202,7 @@ func TestSeccompLeftToLibcontainer(t *testing.T) {
 		} else {
 			dir = ""
 		}
-		f, _, err := precompiledSeccomp(spec, dir)
+		f, err := precompiledSeccomp(spec, dir)
 		if f != nil || err != nil {
 			t.Errorf("%s: got a program (%v, %v)", name, f, err)
 		}

@@ -1,5 +1,9 @@
 // Package testenv gives tests the real pieces a sandbox needs: the busybox
-// image built from Debian's busybox-static, and the static executor binary.
+// image built from Debian's busybox-static, the static executor and the
+// bothy-images binary (from make build, else built once per test binary),
+// and short temporary directories for Unix sockets; and, for kernel features
+// the test machine's kernel lacks (project quotas), a User-mode Linux kernel
+// that RunInUML boots to run a test in.
 package testenv
 
 import (

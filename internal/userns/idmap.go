@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
 
 // Mapping modes.
@@ -110,15 +112,16 @@ func subIDRange(path string, uid int) (specs.LinuxIDMapping, error) {
 	return specs.LinuxIDMapping{}, fmt.Errorf("no range for uid %d in %s", uid, path)
 }
 
-// syncEnv tells a re-executed child to wait on fd 3+len(ExtraFiles) until
-// its user namespace is mapped.
+// syncEnv tells a re-executed child the descriptor on which it waits for
+// ipc.IDMapped: its user namespace is mapped.
 const syncEnv = "_BOTHY_IDMAP_SYNC"
 
 // Start starts cmd in new mount and (unless mode host) user namespaces
-// mapped as m. The binary must call Reexec first thing. Subordinate-id maps
-// are written in the background by setuid helpers while the caller goes on:
-// mapped waits for them (cmd runs on only once they are written) and says
-// whether they were; on failure cmd has been killed and still needs a Wait.
+// mapped as m. The started binary must call WaitMapped first thing (the
+// launcher and the helpers do). Subordinate-id maps are written in the
+// background by setuid helpers while the caller goes on: mapped waits for
+// them (cmd runs on only once they are written) and says whether they were;
+// on failure cmd has been killed and still needs a Wait.
 func Start(cmd *exec.Cmd, m Mapping) (mapped func() error, err error) {
 	done := func() error { return nil }
 	if cmd.SysProcAttr == nil {
@@ -188,7 +191,7 @@ func startSubID(cmd *exec.Cmd, m Mapping) (func() error, error) {
 	go func() {
 		err := errors.Join(<-errs, <-errs)
 		if err == nil {
-			_, err = syncW.Write([]byte{1})
+			err = ipc.Send(syncW, ipc.IDMapped{})
 		}
 		syncW.Close()
 		if err != nil {
@@ -213,11 +216,10 @@ func WaitMapped() error {
 		return fmt.Errorf("bad %s: %w", syncEnv, err)
 	}
 	f := os.NewFile(uintptr(fd), "idmap-sync")
-	var b [1]byte
-	n, _ := f.Read(b[:])
+	_, err = ipc.Receive(f, &ipc.IDMapped{})
 	f.Close()
-	if n != 1 {
-		return errors.New("parent did not map the user namespace")
+	if err != nil {
+		return fmt.Errorf("parent did not map the user namespace: %w", err)
 	}
 	os.Unsetenv(syncEnv)
 	if err := syscall.Exec("/proc/self/exe", os.Args, os.Environ()); err != nil {

@@ -1,34 +1,33 @@
 package userns
 
 import (
-	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
+
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
 
-// RemoveArg turns the binary into a remover: files that a sandbox under a
-// subordinate-id mapping wrote belong to ids the caller cannot touch from
-// outside, so they are removed from inside a namespace with the same mapping.
-const RemoveArg = "__bothy_remove"
-
-func removeMain() int {
-	if err := WaitMapped(); err != nil {
-		fmt.Fprintln(os.Stderr, "bothy remove:", err)
-		return 1
+// removeHelper removes the directories of an ipc.RemoveRequest: files that
+// a sandbox under a subordinate-id mapping wrote belong to ids the caller
+// cannot touch from outside, so they are removed from inside a namespace
+// with the same mapping.
+func removeHelper(in io.Reader, _ io.Writer) error {
+	var req ipc.RemoveRequest
+	if _, err := ipc.Receive(in, &req); err != nil {
+		return fmt.Errorf("read request: %w", err)
 	}
-	failed := 0
-	for _, dir := range os.Args[2:] {
+	var errs []error
+	for _, dir := range req.Dirs {
 		if err := RemoveTree(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "bothy remove:", err)
-			failed++
+			errs = append(errs, err)
 		}
 	}
-	return min(failed, 1)
+	return errors.Join(errs...)
 }
 
 // RemoveTree removes a directory tree, first making directories writable:
@@ -57,9 +56,9 @@ func RemoveTree(dir string) error {
 }
 
 // RemoveAs removes dirs, under a subordinate-id mapping from inside a user
-// namespace mapped as m (by re-executing init, which must call Reexec) for
-// what the caller cannot remove itself. The helper is killed when ctx is
-// done: what it had not removed yet stays.
+// namespace mapped as m (by re-executing init, which must call
+// ipc.Dispatch) for what the caller cannot remove itself. The helper is
+// killed when ctx is done: what it had not removed yet stays.
 func RemoveAs(ctx context.Context, init string, m Mapping, dirs ...string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -78,29 +77,8 @@ func RemoveAs(ctx context.Context, init string, m Mapping, dirs ...string) error
 	if len(left) == 0 || m.Mode != MapSubID {
 		return first
 	}
-	if err := runInNS(ctx, init, m, append([]string{RemoveArg}, left...), nil, nil); err != nil {
+	if err := runInNS(ctx, init, m, ipc.ReexecRemove, ipc.RemoveRequest{Dirs: left}, nil); err != nil {
 		return fmt.Errorf("remove %v: %w", left, err)
-	}
-	return nil
-}
-
-// runInNS re-executes init (which must call Reexec) with args in new mount
-// and user namespaces mapped as m, and waits for it; what it printed on
-// stderr is in the error.
-func runInNS(ctx context.Context, init string, m Mapping, args []string, stdin io.Reader, stdout io.Writer) error {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, init, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
-	mapped, err := Start(cmd, m)
-	if err != nil {
-		return err
-	}
-	if err := mapped(); err != nil {
-		_ = cmd.Wait()
-		return err
-	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("%v: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
 }

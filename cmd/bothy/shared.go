@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// What several commands share, written once: the usage of the commands
+// bothy-images runs, and flags.
+
+// usage is a command's usage line and one-line summary.
+type usage struct{ use, short string }
+
+// The commands that move images in and out of the store run in
+// bothy-images: bothy lists them and hands them over (images_helper.go),
+// bothy-images defines them (images_local.go).
+var (
+	pullUsage = usage{"pull REF",
+		"Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)"}
+	pushUsage = usage{"push IMAGE DEST",
+		"Copy an image to a registry (a bare DEST means docker://) or any transport: oci-archive:, oci:, docker-archive:"}
+	saveUsage = usage{"save IMAGE FILE|TRANSPORT:DEST",
+		"Write an image to an OCI archive (a bare FILE), or oci:DIR, docker-archive:FILE"}
+	loadUsage = usage{"load ARCHIVE [NAME[:TAG]]",
+		"Load the image in an OCI archive, OCI layout directory or docker archive"}
+	buildUsage = usage{"build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
+		"Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash"}
+)
+
+// outputFormat is the value of a --format flag: one of its choices, the
+// first by default, checked as the flag is parsed (before the command does
+// anything).
+type outputFormat struct {
+	value   string
+	choices []string
+}
+
+// formatFlag adds --format to fs.
+func formatFlag(fs *pflag.FlagSet, choices ...string) *outputFormat {
+	f := &outputFormat{value: choices[0], choices: choices}
+	fs.Var(f, "format", "output format: "+strings.Join(choices, " or "))
+	return f
+}
+
+func (f *outputFormat) String() string { return f.value }
+
+// Type is what help shows as the flag's argument.
+func (f *outputFormat) Type() string { return "string" }
+
+// Set takes one of the choices; "" is the default.
+func (f *outputFormat) Set(s string) error {
+	switch {
+	case s == "":
+		f.value = f.choices[0]
+	case slices.Contains(f.choices, s):
+		f.value = s
+	default:
+		return fmt.Errorf("unknown format %q: use %s", s, strings.Join(f.choices, " or "))
+	}
+	return nil
+}
+
+// commandFlags adds the flags of run and exec for the command they run.
+func commandFlags(fs *pflag.FlagSet, stdin *bool, env *[]string, workdir *string, timeout *float64) {
+	fs.BoolVarP(stdin, "interactive", "i", false, "forward standard input to the command")
+	fs.StringArrayVarP(env, "env", "e", nil, "set an environment variable (K=V)")
+	fs.StringVarP(workdir, "workdir", "w", "", "working directory inside the sandbox")
+	fs.Float64Var(timeout, "timeout", 0, "kill the command after this many seconds")
+}
