@@ -51,10 +51,11 @@ def test_environment(bothy: str, root: str, monkeypatch: pytest.MonkeyPatch) -> 
         assert bad["returncode"] == 126 and "no such file or directory" in bad["output"]
 
         # 1.x timeouts raise subprocess.TimeoutExpired with the output so
-        # far (the 1.x agent renders it); the process group is killed.
+        # far in bytes, as subprocess.run does (the 1.x agent decodes and
+        # renders it); the process group is killed.
         with pytest.raises(subprocess.TimeoutExpired) as e:
             env.execute("echo before; sleep 300 & sleep 301", timeout=1)
-        assert e.value.output == "before\n" and e.value.timeout == 1
+        assert e.value.output == b"before\n" and e.value.timeout == 1
         assert "sleep 30" not in env.execute("ps -eo args")["output"]
 
         # 2.x: an action dict; errors and timeouts in exception_info.

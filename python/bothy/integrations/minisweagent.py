@@ -15,7 +15,8 @@ versions, without importing mini-swe-agent:
 
 - ``execute(command: str, cwd="", *, timeout=None)`` (1.x) returns
   ``{"output", "returncode"}`` and raises ``subprocess.TimeoutExpired`` on
-  a timeout, which the 1.x agent turns into its timeout message;
+  a timeout (its ``output`` in bytes, as ``subprocess.run`` leaves it),
+  which the 1.x agent turns into its timeout message;
 - ``execute(action: dict, cwd="", *, timeout=None)`` (2.x, the command in
   ``action["command"]``) returns ``{"output", "returncode",
   "exception_info"}`` (``returncode`` -1 and the error in
@@ -164,7 +165,9 @@ class BothyEnvironment:
         except StartFailedError as e:  # e.g. a cwd that does not exist: as docker exec, exit code 126
             return {"output": e.message + "\n", "returncode": 126}
         if res.timed_out:
-            raise subprocess.TimeoutExpired(command, t, output=res.stdout)
+            # bytes, as subprocess.run leaves it even with text=True: the
+            # 1.x agent decodes it.
+            raise subprocess.TimeoutExpired(command, t, output=res.stdout_bytes)
         return {"output": res.stdout, "returncode": res.exit_code}
 
     def _check_finished(self, output: Dict[str, Any]) -> None:
