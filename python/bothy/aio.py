@@ -221,10 +221,13 @@ class AsyncSandbox(_Base):
         try:
             await self._call(_wire.create_session(name, cwd=cwd, env=env, no_change_timeout=no_change_timeout,
                                                   max_output=max_output))
-        except ConflictError:
+        except ConflictError as e:
             if opts:
                 raise
-            await self._call(_wire.session(name))
+            try:
+                await self._call(_wire.session(name))  # it exists: attach to it
+            except NotFoundError:
+                raise e from None  # it does not: the limit of sessions
         return AsyncSession(self, name)
 
     async def sessions(self) -> List[SessionInfo]:

@@ -314,10 +314,13 @@ class Sandbox(_Base):
             return Session(self, name)
         try:
             self._call(_wire.create_session(name, cwd=cwd, env=env, no_change_timeout=no_change_timeout, max_output=max_output))
-        except ConflictError:
+        except ConflictError as e:
             if opts:
                 raise
-            self._call(_wire.session(name))  # it exists (else: the limit, raised)
+            try:
+                self._call(_wire.session(name))  # it exists: attach to it
+            except NotFoundError:
+                raise e from None  # it does not: the limit of sessions
         return Session(self, name)
 
     def sessions(self) -> List[SessionInfo]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bothy import BadRequestError, NotFoundError, Sandbox
+from bothy import BadRequestError, ConflictError, NotFoundError, Sandbox
 
 
 def test_session_state_and_timeouts(sb: Sandbox) -> None:
@@ -44,6 +44,14 @@ def test_session_state_and_timeouts(sb: Sandbox) -> None:
     assert sh.close().name == "work"
     with pytest.raises(NotFoundError):
         sh.info()
+
+    # At most 16 sessions (default counts): the 17th is the executor's
+    # conflict, not mistaken for an existing session.
+    for i in range(15):
+        sb.session(f"n{i}")
+    with pytest.raises(ConflictError) as e:
+        sb.session("one-too-many")
+    assert "16" in e.value.message, e.value
 
 
 def test_session_interrupt_and_input(sb: Sandbox) -> None:
