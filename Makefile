@@ -10,7 +10,7 @@ DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
               slirp4netns iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux \
-              python3-pytest python3-pyflakes python3-venv python3-pip python3-setuptools python3-wheel
+              python3-pytest python3-pyflakes python3-mypy python3-venv python3-pip python3-setuptools python3-wheel
 # Debian's python3, which has python3-pytest, runs the Python client's tests
 # (python/); not whatever python3 comes first on PATH.
 PYTHON     ?= /usr/bin/python3
@@ -186,13 +186,14 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## gofmt check and go vet; the Python client compiled and pyflakes-clean.
+lint: ## gofmt check and go vet; the Python client compiled, pyflakes-clean and mypy --strict for Python 3.9.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet -tags "$(TAGS)" ./...
 	$(GO) vet -tags "$(TAGS) bothy_images" ./cmd/bothy
-	@$(PYTHON) -c 'import pyflakes' 2>/dev/null || { echo "lint: $(PYTHON) has no pyflakes: make setup (python3-pyflakes)" >&2; exit 1; }
+	@$(PYTHON) -c 'import pyflakes, mypy' 2>/dev/null || { echo "lint: $(PYTHON) lacks pyflakes or mypy: make setup (python3-pyflakes, python3-mypy)" >&2; exit 1; }
 	$(PYTHON) -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' $$(git ls-files 'python/*.py')
 	$(PYTHON) -m pyflakes $$(git ls-files 'python/*.py')
+	$(PYTHON) -m mypy --strict --python-version 3.9 --cache-dir $(BIN)/.mypy-cache python/bothy
 
 .PHONY: clean
 clean: ## Remove build outputs (not the cache).

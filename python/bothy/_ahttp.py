@@ -270,7 +270,7 @@ class AsyncTransport:
         else:
             c.close()
 
-    async def open(self, call: Call) -> AsyncResponse:
+    async def open(self, call: Call[Any]) -> AsyncResponse:
         """Sends call and returns its answer, to be read and closed."""
         headers = call.headers(self.api_key)
         while True:
@@ -290,7 +290,7 @@ class AsyncTransport:
                 conn.close()
                 raise
 
-    async def request(self, call: Call) -> Tuple[int, bytes]:
+    async def request(self, call: Call[Any]) -> Tuple[int, bytes]:
         """Sends call and reads its whole answer."""
         r = await self.open(call)
         try:
@@ -299,7 +299,7 @@ class AsyncTransport:
             await r.close()
         return r.status, body
 
-    async def open_ok(self, call: Call) -> AsyncResponse:
+    async def open_ok(self, call: Call[Any]) -> AsyncResponse:
         """open, with an answer that is not 2xx raised as its error."""
         r = await self.open(call)
         if r.status // 100 != 2:

@@ -122,7 +122,7 @@ class Transport:
                 return
         c.close()
 
-    def open(self, call: Call) -> Response:
+    def open(self, call: Call[Any]) -> Response:
         """Sends call and returns its answer, to be read and closed."""
         headers = call.headers(self.api_key)
         while True:
@@ -143,13 +143,13 @@ class Transport:
                 raise
             return Response(self, conn, resp)
 
-    def request(self, call: Call) -> Tuple[int, bytes]:
+    def request(self, call: Call[Any]) -> Tuple[int, bytes]:
         """Sends call and reads its whole answer."""
         with self.open(call) as r:
             body = r.read() if r.status // 100 == 2 else r.read(MAX_ERROR_BODY)
             return r.status, body
 
-    def open_ok(self, call: Call) -> Response:
+    def open_ok(self, call: Call[Any]) -> Response:
         """open, with an answer that is not 2xx raised as its error."""
         r = self.open(call)
         if r.status // 100 != 2:

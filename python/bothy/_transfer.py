@@ -24,7 +24,7 @@ import stat
 import tarfile
 import tempfile
 import threading
-from typing import IO, Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple, cast
 
 from .errors import UnsafeArchiveError
 
@@ -96,7 +96,7 @@ class TarProducer:
     def _run(self) -> None:
         w = _QueueWriter(self._q, self._stop)
         try:
-            with tarfile.open(fileobj=w, mode="w|", format=tarfile.PAX_FORMAT) as tf:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=cast(IO[bytes], w), mode="w|", format=tarfile.PAX_FORMAT) as tf:
                 tf.add(self.src, arcname=".", recursive=True, filter=_tar_filter)
             w.flush()
             w._put(_DONE)
@@ -118,7 +118,7 @@ class TarProducer:
             return None
         if isinstance(item, BaseException):
             raise item
-        return item
+        return bytes(item)
 
     def __iter__(self) -> Iterator[bytes]:
         self._start()
@@ -243,7 +243,7 @@ class SafeExtractor:
     def extract(self, fileobj: IO[bytes]) -> None:
         """Unpacks the tar stream read from fileobj."""
         try:
-            tf = tarfile.open(fileobj=fileobj, mode="r|")  # type: ignore[call-overload]
+            tf = tarfile.open(fileobj=fileobj, mode="r|")
         except tarfile.ReadError as e:
             raise UnsafeArchiveError(f"not a tar archive: {e}") from None
         with tf:
@@ -306,10 +306,10 @@ class SafeExtractor:
         finally:
             os.close(fd)
         try:
-            src = tf.extractfile(ti)
-            if src is not None:
+            data = tf.extractfile(ti)
+            if data is not None:
                 while True:
-                    b = src.read(CHUNK)
+                    b = data.read(CHUNK)
                     if not b:
                         break
                     _write_all(out, b)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import signal as _signal
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 from urllib.parse import quote, urlencode
 
 from ._version import __version__
@@ -42,6 +42,7 @@ MAX_ERROR_BODY = 1 << 20
 
 Body = Union[None, bytes, Iterable[bytes], Any]
 Command = Union[str, Sequence[str]]
+T = TypeVar("T")
 
 
 def _none(_: bytes) -> None:
@@ -49,14 +50,14 @@ def _none(_: bytes) -> None:
 
 
 @dataclass
-class Call:
-    """One request of the API and how to read its answer."""
+class Call(Generic[T]):
+    """One request of the API and how to read its answer (a T)."""
 
     method: str
     target: str
+    parse: Callable[[bytes], T]
     body: Body = None
     content_type: str = ""
-    parse: Callable[[bytes], Any] = _none
     accept: str = "application/json"
     # replayable: the body can be sent again on a fresh connection (a
     # keep-alive connection the executor closed while it was idle).
@@ -115,7 +116,7 @@ def error_for(method: str, target_: str, status: int, body: bytes) -> Exception:
     return api_error(status, f"http_{status}", text, method=method, path=path)
 
 
-def finish(call: Call, status: int, body: bytes) -> Any:
+def finish(call: "Call[T]", status: int, body: bytes) -> T:
     """The parsed answer of call, or its error raised."""
     if status // 100 != 2:
         raise error_for(call.method, call.target, status, body)
@@ -274,83 +275,100 @@ def octal_mode(mode: Union[None, int, str]) -> Optional[str]:
     return mode
 
 
-def _list(parse_item: Callable[[Mapping[str, Any]], Any], key: str) -> Callable[[bytes], List[Any]]:
-    def parse(body: bytes) -> List[Any]:
+def _list(parse_item: Callable[[Mapping[str, Any]], T], key: str) -> Callable[[bytes], List[T]]:
+    def parse(body: bytes) -> List[T]:
         d = parse_json(body)
         return [parse_item(x) for x in (d.get(key) or [])]
 
     return parse
 
 
-def _obj(cls: Any) -> Callable[[bytes], Any]:
-    return lambda body: cls.from_json(parse_json(body))
+def _obj(from_json: Callable[[Mapping[str, Any]], T]) -> Callable[[bytes], T]:
+    def parse(body: bytes) -> T:
+        d = parse_json(body)
+        if not isinstance(d, dict):
+            raise ProtocolError(f"the executor's answer is not a JSON object: {body[:200]!r}")
+        return from_json(d)
+
+    return parse
+
+
+def _dict(body: bytes) -> Dict[str, Any]:
+    d = parse_json(body)
+    if not isinstance(d, dict):
+        raise ProtocolError(f"the executor's answer is not a JSON object: {body[:200]!r}")
+    return d
 
 
 # The calls.
 
-
-def alive() -> Call:
-    return Call("GET", "/alive", parse=parse_json)
-
-
-def info() -> Call:
-    return Call("GET", "/v1/info", parse=_obj(Info))
+_JSON = "application/json"
+_NDJSON = "application/x-ndjson"
+_OCTETS = "application/octet-stream"
 
 
-def server_info() -> Call:
-    return Call("GET", "/server_info", parse=parse_json)
+def _replayable(body: Body) -> bool:
+    return body is None or isinstance(body, (bytes, bytearray, memoryview))
 
 
-def run_wait(body: Dict[str, Any]) -> Call:
-    return Call("POST", "/v1/processes", json_body(dict(body, wait=True)), "application/json", _obj(RunResult))
+def alive() -> Call[Dict[str, Any]]:
+    return Call("GET", "/alive", _dict)
 
 
-def run_stream(body: Dict[str, Any]) -> Call:
-    return Call("POST", "/v1/processes", json_body(dict(body, stream=True)), "application/json", accept="application/x-ndjson")
+def info() -> Call[Info]:
+    return Call("GET", "/v1/info", _obj(Info.from_json))
 
 
-def start(body: Dict[str, Any]) -> Call:
-    return Call("POST", "/v1/processes", json_body(body), "application/json", _obj(ProcessState))
+def server_info() -> Call[Dict[str, Any]]:
+    return Call("GET", "/server_info", _dict)
 
 
-def processes() -> Call:
-    return Call("GET", "/v1/processes", parse=_list(ProcessState.from_json, "processes"))
+def run_wait(body: Dict[str, Any]) -> Call[RunResult]:
+    return Call("POST", "/v1/processes", _obj(RunResult.from_json), json_body(dict(body, wait=True)), _JSON)
 
 
-def process(pid: str) -> Call:
-    return Call("GET", "/v1/processes/" + seg(pid), parse=_obj(ProcessState))
+def run_stream(body: Dict[str, Any]) -> Call[None]:
+    return Call("POST", "/v1/processes", _none, json_body(dict(body, stream=True)), _JSON, accept=_NDJSON)
 
 
-def remove_process(pid: str) -> Call:
-    return Call("DELETE", "/v1/processes/" + seg(pid), parse=_obj(ProcessState))
+def start(body: Dict[str, Any]) -> Call[ProcessState]:
+    return Call("POST", "/v1/processes", _obj(ProcessState.from_json), json_body(body), _JSON)
 
 
-def wait_process(pid: str, timeout: Optional[float] = None) -> Call:
-    return Call("POST", target("/v1/processes/" + seg(pid) + "/wait", {"timeout": _seconds(timeout)}), parse=_obj(ProcessState))
+def processes() -> Call[List[ProcessState]]:
+    return Call("GET", "/v1/processes", _list(ProcessState.from_json, "processes"))
 
 
-def signal_process(pid: str, sig: Union[int, str], group: bool = True) -> Call:
+def process(pid: str) -> Call[ProcessState]:
+    return Call("GET", "/v1/processes/" + seg(pid), _obj(ProcessState.from_json))
+
+
+def remove_process(pid: str) -> Call[ProcessState]:
+    return Call("DELETE", "/v1/processes/" + seg(pid), _obj(ProcessState.from_json))
+
+
+def wait_process(pid: str, timeout: Optional[float] = None) -> Call[ProcessState]:
+    t = target("/v1/processes/" + seg(pid) + "/wait", {"timeout": _seconds(timeout)})
+    return Call("POST", t, _obj(ProcessState.from_json))
+
+
+def signal_process(pid: str, sig: Union[int, str, _signal.Signals], group: bool = True) -> Call[ProcessState]:
     body: Dict[str, Any] = {"signal": signal_name(sig)}
     if not group:
         body["group"] = False
-    return Call("POST", "/v1/processes/" + seg(pid) + "/signal", json_body(body), "application/json", _obj(ProcessState))
+    return Call("POST", "/v1/processes/" + seg(pid) + "/signal", _obj(ProcessState.from_json), json_body(body), _JSON)
 
 
-def write_stdin(pid: str, data: Union[str, bytes], close: bool = False) -> Call:
+def write_stdin(pid: str, data: Union[str, bytes], close: bool = False) -> Call[Dict[str, Any]]:
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return Call(
-        "POST",
-        target("/v1/processes/" + seg(pid) + "/stdin", {"close": True if close else None}),
-        bytes(data),
-        "application/octet-stream",
-        parse_json,
-    )
+    t = target("/v1/processes/" + seg(pid) + "/stdin", {"close": True if close else None})
+    return Call("POST", t, _dict, bytes(data), _OCTETS)
 
 
-def process_output(pid: str, offset: int = 0, follow: bool = False) -> Call:
+def process_output(pid: str, offset: int = 0, follow: bool = False) -> Call[None]:
     q = {"offset": offset or None, "follow": True if follow else None}
-    return Call("GET", target("/v1/processes/" + seg(pid) + "/output", q), accept="application/x-ndjson")
+    return Call("GET", target("/v1/processes/" + seg(pid) + "/output", q), _none, accept=_NDJSON)
 
 
 def create_session(
@@ -360,7 +378,7 @@ def create_session(
     env: Optional[Mapping[str, str]] = None,
     no_change_timeout: Optional[float] = None,
     max_output: Optional[int] = None,
-) -> Call:
+) -> Call[SessionInfo]:
     body: Dict[str, Any] = {"name": name}
     if cwd:
         body["cwd"] = cwd
@@ -370,19 +388,19 @@ def create_session(
         body["no_change_timeout"] = float(no_change_timeout)
     if max_output is not None:
         body["max_output"] = int(max_output)
-    return Call("POST", "/v1/sessions", json_body(body), "application/json", _obj(SessionInfo))
+    return Call("POST", "/v1/sessions", _obj(SessionInfo.from_json), json_body(body), _JSON)
 
 
-def sessions() -> Call:
-    return Call("GET", "/v1/sessions", parse=_list(SessionInfo.from_json, "sessions"))
+def sessions() -> Call[List[SessionInfo]]:
+    return Call("GET", "/v1/sessions", _list(SessionInfo.from_json, "sessions"))
 
 
-def session(name: str) -> Call:
-    return Call("GET", "/v1/sessions/" + seg(name), parse=_obj(SessionInfo))
+def session(name: str) -> Call[SessionInfo]:
+    return Call("GET", "/v1/sessions/" + seg(name), _obj(SessionInfo.from_json))
 
 
-def delete_session(name: str) -> Call:
-    return Call("DELETE", "/v1/sessions/" + seg(name), parse=_obj(SessionInfo))
+def delete_session(name: str) -> Call[SessionInfo]:
+    return Call("DELETE", "/v1/sessions/" + seg(name), _obj(SessionInfo.from_json))
 
 
 def run_session(
@@ -393,7 +411,7 @@ def run_session(
     timeout: Optional[float] = None,
     no_change_timeout: Optional[float] = None,
     blocking: bool = False,
-) -> Call:
+) -> Call[SessionResult]:
     body: Dict[str, Any] = {"command": command}
     if is_input:
         body["is_input"] = True
@@ -405,12 +423,13 @@ def run_session(
         body["no_change_timeout"] = n
     if blocking:
         body["blocking"] = True
-    return Call("POST", "/v1/sessions/" + seg(name) + "/run", json_body(body), "application/json", _obj(SessionResult))
+    return Call("POST", "/v1/sessions/" + seg(name) + "/run", _obj(SessionResult.from_json), json_body(body), _JSON)
 
 
-def read_file(path: str, start: Optional[int] = None, end: Optional[int] = None, max_bytes: Optional[int] = None) -> Call:
+def read_file(path: str, start: Optional[int] = None, end: Optional[int] = None,
+              max_bytes: Optional[int] = None) -> Call[FileContent]:
     q = {"path": path, "start": start, "end": end, "max_bytes": max_bytes}
-    return Call("GET", target("/v1/files", q), parse=_obj(FileContent))
+    return Call("GET", target("/v1/files", q), _obj(FileContent.from_json))
 
 
 def write_file(
@@ -422,38 +441,33 @@ def write_file(
     gid: Optional[int] = None,
     append: bool = False,
     exclusive: bool = False,
-) -> Call:
+) -> Call[FileInfo]:
     if (uid is None) != (gid is None):
         raise ValueError("uid and gid go together")
-    q = {"path": path, "mode": octal_mode(mode), "uid": uid, "gid": gid, "append": append or None, "exclusive": exclusive or None}
-    return Call(
-        "PUT",
-        target("/v1/files", q),
-        body,
-        "application/octet-stream",
-        _obj(FileInfo),
-        replayable=body is None or isinstance(body, (bytes, bytearray, memoryview)),
-    )
+    q = {"path": path, "mode": octal_mode(mode), "uid": uid, "gid": gid, "append": append or None,
+         "exclusive": exclusive or None}
+    return Call("PUT", target("/v1/files", q), _obj(FileInfo.from_json), body, _OCTETS, replayable=_replayable(body))
 
 
-def stat(path: str, follow: bool = False) -> Call:
-    return Call("GET", target("/v1/files/stat", {"path": path, "follow": follow or None}), parse=_obj(FileInfo))
+def stat(path: str, follow: bool = False) -> Call[FileInfo]:
+    return Call("GET", target("/v1/files/stat", {"path": path, "follow": follow or None}), _obj(FileInfo.from_json))
 
 
-def list_files(path: str, recursive: bool = False, max_depth: Optional[int] = None, hidden: bool = True) -> Call:
+def list_files(path: str, recursive: bool = False, max_depth: Optional[int] = None,
+               hidden: bool = True) -> Call[List[FileInfo]]:
     q = {"path": path, "recursive": recursive or None, "max_depth": max_depth, "hidden": None if hidden else False}
-    return Call("GET", target("/v1/files/list", q), parse=_list(FileInfo.from_json, "entries"))
+    return Call("GET", target("/v1/files/list", q), _list(FileInfo.from_json, "entries"))
 
 
-def move(src: str, dst: str, overwrite: bool = False) -> Call:
+def move(src: str, dst: str, overwrite: bool = False) -> Call[FileInfo]:
     body: Dict[str, Any] = {"src": src, "dst": dst}
     if overwrite:
         body["overwrite"] = True
-    return Call("POST", "/v1/files/move", json_body(body), "application/json", _obj(FileInfo))
+    return Call("POST", "/v1/files/move", _obj(FileInfo.from_json), json_body(body), _JSON)
 
 
-def delete(path: str, recursive: bool = False) -> Call:
-    return Call("DELETE", target("/v1/files", {"path": path, "recursive": recursive or None}), parse=parse_json)
+def delete(path: str, recursive: bool = False) -> Call[Dict[str, Any]]:
+    return Call("DELETE", target("/v1/files", {"path": path, "recursive": recursive or None}), _dict)
 
 
 def upload(
@@ -463,20 +477,14 @@ def upload(
     extract: bool = False,
     format: Optional[str] = None,
     mode: Union[None, int, str] = None,
-) -> Call:
+) -> Call[List[UploadResult]]:
     q = {"path": path, "extract": extract or None, "format": format, "mode": octal_mode(mode)}
-    return Call(
-        "POST",
-        target("/v1/files/upload", q),
-        body,
-        "application/octet-stream",
-        _list(UploadResult.from_json, "uploads"),
-        replayable=body is None or isinstance(body, (bytes, bytearray, memoryview)),
-    )
+    return Call("POST", target("/v1/files/upload", q), _list(UploadResult.from_json, "uploads"), body, _OCTETS,
+                replayable=_replayable(body))
 
 
-def download(path: str, format: Optional[str] = None) -> Call:
-    return Call("GET", target("/v1/files/download", {"path": path, "format": format}), accept="*/*")
+def download(path: str, format: Optional[str] = None) -> Call[None]:
+    return Call("GET", target("/v1/files/download", {"path": path, "format": format}), _none, accept="*/*")
 
 
 @dataclass
@@ -502,16 +510,16 @@ def download_info(headers: Mapping[str, str]) -> Download:
     return Download(dir=kind == "dir", mode=mode, size=int(size) if size and size.isdigit() else None, headers=h)
 
 
-def editor(command: str, path: str, **args: Any) -> Call:
+def editor(command: str, path: str, **args: Any) -> Call[EditorResult]:
     body: Dict[str, Any] = {"command": command, "path": path}
     for k, v in args.items():
         if v is not None:
             body[k] = list(v) if k == "view_range" else v
-    return Call("POST", "/v1/editor", json_body(body), "application/json", _obj(EditorResult))
+    return Call("POST", "/v1/editor", _obj(EditorResult.from_json), json_body(body), _JSON)
 
 
-def execute_action(action: Mapping[str, Any], timeout: Optional[float] = None) -> Call:
+def execute_action(action: Mapping[str, Any], timeout: Optional[float] = None) -> Call[Dict[str, Any]]:
     a = dict(action)
     if timeout is not None:
         a["timeout"] = timeout
-    return Call("POST", "/execute_action", json_body({"action": a}), "application/json", parse_json)
+    return Call("POST", "/execute_action", _dict, json_body({"action": a}), _JSON)

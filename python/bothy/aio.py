@@ -11,7 +11,7 @@ import dataclasses
 import os
 import signal as _signal
 import tempfile
-from typing import IO, Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, TypeVar, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _cli, _transfer, _wire
 from ._ahttp import AsyncTransport
@@ -32,6 +32,8 @@ from .models import (
     UploadResult,
 )
 from .sandbox import Data, _Base, _body
+
+T = TypeVar("T")
 
 # A stream callback may be a plain function or a coroutine function.
 AsyncStreamCallback = Callable[[Event], Any]
@@ -129,7 +131,7 @@ class AsyncSandbox(_Base):
         else:
             await self.close()
 
-    async def _call(self, call: _wire.Call) -> Any:
+    async def _call(self, call: _wire.Call[T]) -> T:
         status, body = await self._t.request(call)
         return _wire.finish(call, status, body)
 

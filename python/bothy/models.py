@@ -12,14 +12,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar
+from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar, cast
 
 T = TypeVar("T")
 
 
 def _pick(cls: Type[T], d: Mapping[str, Any], **override: Any) -> T:
     """cls from the keys of d that are its fields, plus override and raw."""
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(cast(Any, cls))}
     kw = {k: v for k, v in d.items() if k in names}
     kw.update(override)
     if "raw" in names:

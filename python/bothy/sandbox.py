@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal as _signal
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, TypeVar, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _cli, _transfer, _wire
 from ._http import Transport
@@ -26,6 +26,7 @@ from .models import (
     UploadResult,
 )
 
+T = TypeVar("T")
 StreamCallback = Callable[[Event], Any]
 Data = Union[str, bytes, bytearray, memoryview, IO[bytes]]
 
@@ -199,7 +200,7 @@ class Sandbox(_Base):
 
     # Requests.
 
-    def _call(self, call: _wire.Call) -> Any:
+    def _call(self, call: _wire.Call[T]) -> T:
         status, body = self._t.request(call)
         return _wire.finish(call, status, body)
 
@@ -252,7 +253,7 @@ class Sandbox(_Base):
             return self._call(_wire.run_wait(body))
         return self._run_stream(_wire.run_stream(body), stream)
 
-    def _run_stream(self, call: _wire.Call, callback: StreamCallback) -> RunResult:
+    def _run_stream(self, call: _wire.Call[None], callback: StreamCallback) -> RunResult:
         with self._t.open_ok(call) as r:
             dec = _wire.NDJSONDecoder()
             rs = _wire.RunStream()

@@ -177,7 +177,7 @@ class BothyEnvironment:
         if not (lines and lines[0].strip() == SUBMIT_MARKER and output.get("returncode") == 0):
             return
         try:
-            from minisweagent.exceptions import Submitted  # type: ignore[import-not-found]
+            from minisweagent.exceptions import Submitted  # type: ignore
         except ImportError:
             return  # 1.x, or no mini-swe-agent: its agent reads the output itself
         submission = "".join(lines[1:])
