@@ -11,7 +11,7 @@ import dataclasses
 import os
 import signal as _signal
 import tempfile
-from typing import IO, Any, TypeVar, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import _cli, _transfer, _wire
 from ._ahttp import AsyncTransport

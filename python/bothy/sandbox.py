@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal as _signal
-from typing import IO, Any, TypeVar, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import _cli, _transfer, _wire
 from ._http import Transport
