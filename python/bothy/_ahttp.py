@@ -86,33 +86,28 @@ class _Conn:
         r = self.reader
         while True:
             try:
-                line = await r.readuntil(b"\r\n")
+                head = await r.readuntil(b"\r\n\r\n")
             except asyncio.IncompleteReadError as e:
                 if not e.partial:
                     raise _StaleConnection() from None
                 raise ProtocolError("the executor closed the connection in the middle of an answer") from None
             except asyncio.LimitOverrunError:
-                raise ProtocolError("status line too long") from None
-            parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+                raise ProtocolError(f"an answer's head over {STREAM_LIMIT} bytes") from None
+            lines = head[:-4].decode("latin-1").split("\r\n")
+            parts = lines[0].split(" ", 2)
             if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-                raise ProtocolError(f"not an HTTP answer: {line[:100]!r}")
+                raise ProtocolError(f"not an HTTP answer: {lines[0][:100]!r}")
             version, status = parts[0], int(parts[1])
+            if len(lines) > MAX_HEADER_LINES + 1:
+                raise ProtocolError("too many header lines")
             headers: Dict[str, str] = {}
-            for _ in range(MAX_HEADER_LINES + 1):
-                try:
-                    hl = await r.readuntil(b"\r\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-                    raise ProtocolError("the answer's headers were cut short") from None
-                if hl == b"\r\n":
-                    break
-                k, sep, v = hl.decode("latin-1").partition(":")
+            for hl in lines[1:]:
+                k, sep, v = hl.partition(":")
                 if not sep:
                     raise ProtocolError(f"bad header line {hl[:100]!r}")
                 k = k.strip().lower()
                 v = v.strip()
                 headers[k] = headers[k] + ", " + v if k in headers else v
-            else:
-                raise ProtocolError("too many header lines")
             if 100 <= status < 200:
                 continue  # 100 Continue and friends: the answer follows
             keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
@@ -204,6 +199,14 @@ class AsyncResponse:
 
     async def read(self, limit: Optional[int] = None) -> bytes:
         """The rest of the body (at most limit bytes)."""
+        if not self._chunked and self._left is not None and not self._done and self._conn is not None \
+                and (limit is None or limit >= self._left):
+            try:
+                data = await self._conn.reader.readexactly(self._left)
+            except asyncio.IncompleteReadError:
+                raise ProtocolError("the answer was cut short") from None
+            self._left, self._done = 0, True
+            return data
         out = bytearray()
         while limit is None or len(out) < limit:
             data = await self.read1(65536 if limit is None else min(65536, limit - len(out)))
