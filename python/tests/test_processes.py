@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import List
 
 import pytest
@@ -40,6 +41,14 @@ def test_run_wait(sb: Sandbox) -> None:
         sb.run("true", cwd="/no/such/dir")
     with pytest.raises(ValueError):
         sb.run([])
+
+    # One Sandbox from 16 threads at once: each command waits until all 16
+    # have started, so they finish only if the client ran them together.
+    sb.files.write("/thr/.keep", "")
+    barrier = "touch /thr/$$; while [ $(ls /thr | wc -l) -lt 16 ]; do sleep 0.05; done; echo {}"
+    with ThreadPoolExecutor(16) as ex:
+        outs = list(ex.map(lambda i: sb.run(barrier.format(i), timeout=300).stdout, range(16)))
+    assert outs == [f"{i}\n" for i in range(16)]
 
 
 def test_run_stream(sb: Sandbox) -> None:
