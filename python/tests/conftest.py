@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,7 +44,11 @@ def bothy() -> str:
 
 
 def _remove_root(bothy: str, root: str) -> None:
-    """Removes every sandbox bothy keeps under root, then root."""
+    """Removes every sandbox bothy keeps under root, then root, and fails
+    the test if anything is left. `rm -rf`, not shutil.rmtree: the layer
+    cache of a rootless caller with subordinate ids holds empty
+    directories owned by another id, mode 0700 (apt's partial/), which
+    rmdir removes but rmtree, failing to open them, leaves."""
     p = subprocess.run([bothy, "--root", root, "ps", "-a", "--format", "json"], capture_output=True, text=True)
     try:
         ids = [s["id"] for s in json.loads(p.stdout or "[]")]
@@ -54,7 +57,10 @@ def _remove_root(bothy: str, root: str) -> None:
     if ids:
         subprocess.run([bothy, "--root", root, "rm", "-f", *ids], capture_output=True)
     subprocess.run(["chmod", "-R", "u+rwX", root], capture_output=True)
-    shutil.rmtree(root, ignore_errors=True)
+    subprocess.run(["rm", "-rf", "--one-file-system", root], capture_output=True)
+    if os.path.lexists(root):
+        left = subprocess.run(["find", root], capture_output=True, text=True).stdout.splitlines()
+        pytest.fail(f"the state directory {root} could not be removed: {len(left)} entries left, e.g. {left[-1:]}")
 
 
 def _state_parent() -> str:
@@ -97,7 +103,7 @@ def tmpdir_short() -> Iterator[str]:
         yield d
     finally:
         subprocess.run(["chmod", "-R", "u+rwX", d], capture_output=True)
-        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run(["rm", "-rf", "--one-file-system", d], capture_output=True)
 
 
 def ps(bothy: str, root: str) -> List[dict]:
