@@ -9,7 +9,11 @@ TEST_USER  ?= bothy-test
 DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
-              slirp4netns iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux
+              slirp4netns iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux \
+              python3-pytest python3-pyflakes python3-mypy python3-venv python3-pip python3-setuptools python3-wheel
+# Debian's python3, which has python3-pytest, runs the Python client's tests
+# (python/); not whatever python3 comes first on PATH.
+PYTHON     ?= /usr/bin/python3
 # What only `make bench` needs: Debian's podman (with conmon and the CNI
 # plugins) for the rows that compare bothy with what a user would otherwise run.
 BENCH_PACKAGES := podman
@@ -93,7 +97,7 @@ demo: build ## Run a real sandbox on the embedded default image and show a few c
 # Tests run twice: as root, and as an unprivileged user (created if missing) with
 # the same compiled test binaries, so nothing that needs privilege is skipped.
 TEST_PKGS = $$($(GO) list ./... | grep -v /internal/tools/)
-TEST_ENV   = BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy BOTHY_IMAGES=$(BIN)/bothy-images
+TEST_ENV   = PYTHON=$(PYTHON) BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy BOTHY_IMAGES=$(BIN)/bothy-images
 
 .PHONY: test
 test: build test-root test-rootless ## Set up, build, and pass every test as root and as an unprivileged user.
@@ -108,6 +112,7 @@ test-bins: build
 	@for p in $(TEST_PKGS); do \
 		$(GO) test -c $(GOFLAGS_BUILD) -o $(BIN)/tests/$(call test-name,$$p).test $$p || exit 1; \
 	done
+	@install -m 755 python/tests/run-pytest.sh $(BIN)/tests/python.test
 	@chmod -R a+rX $(BIN)
 
 # The unprivileged user the tests' second half and the rootless benchmarks
@@ -141,6 +146,20 @@ test-pkg: build test-user ## Test one package (PKG=./dir, optional RUN=regexp) a
 		TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d $(TEST_USER) $(TEST_ENV); \
 	fi
 
+# The Python client's pytest suite (python/tests) alone, both ways, as make
+# test runs it (bin/tests/python.test): make test-python [RUN=pytest -k expression]
+.PHONY: test-python
+test-python: build ## Test the Python client (python/) as root and as $(TEST_USER); optional RUN=pytest -k expression.
+	@d=$(BIN)/tests-python; rm -rf $$d && mkdir -p $$d && install -m 755 python/tests/run-pytest.sh $$d/python.test && \
+	chmod -R a+rX $(BIN) && \
+	TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d "" $(TEST_ENV) && \
+	if [ "$$(id -u)" = 0 ]; then \
+		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
+		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
+		./scripts/delegate-cgroups.sh $(TEST_USER) >/dev/null; \
+		TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d $(TEST_USER) $(TEST_ENV); \
+	fi
+
 .PHONY: delegate-cgroups
 delegate-cgroups: ## As root: give CGROUP_USER (default $(TEST_USER)) the cgroup subtree rootless limits need (idempotent).
 	@./scripts/delegate-cgroups.sh $${CGROUP_USER:-$(TEST_USER)}
@@ -168,10 +187,14 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## gofmt check and go vet.
+lint: ## gofmt check and go vet; the Python client compiled, pyflakes-clean and mypy --strict for Python 3.9.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet -tags "$(TAGS)" ./...
 	$(GO) vet -tags "$(TAGS) bothy_images" ./cmd/bothy
+	@$(PYTHON) -c 'import pyflakes, mypy' 2>/dev/null || { echo "lint: $(PYTHON) lacks pyflakes or mypy: make setup (python3-pyflakes, python3-mypy)" >&2; exit 1; }
+	$(PYTHON) -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' $$(git ls-files 'python/*.py')
+	$(PYTHON) -m pyflakes $$(git ls-files 'python/*.py')
+	$(PYTHON) -m mypy --strict --python-version 3.9 --cache-dir $(BIN)/.mypy-cache python/bothy
 
 .PHONY: clean
 clean: ## Remove build outputs (not the cache).

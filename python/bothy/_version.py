@@ -1,0 +1,3 @@
+"""The client's version."""
+
+__version__ = "0.1.0"
