@@ -183,7 +183,7 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusOK, wireContent(res))
 }
 
 // fileCost estimates the memory a request holds for a file of size bytes.
@@ -237,7 +237,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, in)
+	writeJSON(w, http.StatusOK, wireInfo(in))
 }
 
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
@@ -270,7 +270,7 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, in)
+	writeJSON(w, http.StatusOK, wireInfo(in))
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
@@ -286,10 +286,11 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	if list == nil {
-		list = []files.Info{}
+	entries := make([]api.FileInfo, len(list))
+	for i := range list {
+		entries[i] = *wireInfo(&list[i])
 	}
-	writeJSON(w, http.StatusOK, api.FileList{Entries: list})
+	writeJSON(w, http.StatusOK, api.FileList{Entries: entries})
 }
 
 func (s *Server) handleFileMove(w http.ResponseWriter, r *http.Request) {
@@ -318,7 +319,7 @@ func (s *Server) handleFileMove(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, in)
+	writeJSON(w, http.StatusOK, wireInfo(in))
 }
 
 // handleFileUpload stores the raw body at path (a file, or with extract a
@@ -350,7 +351,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 			httpError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.UploadList{Uploads: []api.UploadResult{*res}})
+		writeJSON(w, http.StatusOK, api.UploadList{Uploads: []api.UploadResult{wireUpload(res)}})
 		return
 	}
 	mr, err := r.MultipartReader()
@@ -394,7 +395,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 			httpError(w, err)
 			return
 		}
-		list.Uploads = append(list.Uploads, *res)
+		list.Uploads = append(list.Uploads, wireUpload(res))
 	}
 	if len(list.Uploads) == 0 {
 		httpError(w, badRequest{errors.New(`multipart body has no "file" part`)})
@@ -457,11 +458,11 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, p string, form
 
 // decodeEditor decodes the body of POST /v1/editor.
 func decodeEditor(r io.Reader) (editor.Command, error) {
-	var cmd editor.Command
+	var cmd api.EditorCommand
 	if err := decodeJSON(r, &cmd); err != nil {
-		return cmd, err
+		return editor.Command{}, err
 	}
-	return cmd, nil
+	return editor.Command(cmd), nil
 }
 
 func (s *Server) handleEditor(w http.ResponseWriter, r *http.Request) {
@@ -495,4 +496,33 @@ func (s *Server) handleEditor(w http.ResponseWriter, r *http.Request) {
 		out.Diff = editor.Diff(res.OldContent, res.NewContent, res.Path)
 	}
 	writeJSON(w, http.StatusOK, &out)
+}
+
+// wireInfo converts a file's description to the wire.
+func wireInfo(in *files.Info) *api.FileInfo {
+	return &api.FileInfo{
+		Path: in.Path, Name: in.Name, Type: api.FileType(in.Type), Size: in.Size, Mode: in.Mode,
+		ModTime: in.ModTime, UID: in.UID, GID: in.GID, LinkTarget: in.LinkTarget,
+	}
+}
+
+// wireContent converts a read's result to the wire.
+func wireContent(r *files.ReadResult) *api.FileContent {
+	return &api.FileContent{
+		Path: r.Path, Kind: api.FileKind(r.Kind), MIME: r.MIME, Content: r.Content, Size: r.Size,
+		Start: r.Start, End: r.End, TotalLines: r.TotalLines, Truncated: r.Truncated,
+	}
+}
+
+// wireUpload converts an upload's result to the wire.
+func wireUpload(r *files.UploadResult) api.UploadResult {
+	out := api.UploadResult{Path: r.Path}
+	if r.File != nil {
+		out.File = wireInfo(r.File)
+	}
+	if r.Archive != nil {
+		x := api.ExtractResult(*r.Archive)
+		out.Archive = &x
+	}
+	return out
 }

@@ -259,7 +259,7 @@ func (s *Server) actionRead(ctx context.Context, a *api.Action) (*api.Observatio
 		if filepath.IsAbs(p) && looksBinary(ctx, p) && files.MediaTypeByName(p) == "" {
 			return api.ErrorObservationOf("ERROR_BINARY_FILE"), nil
 		}
-		res, err := s.editor.Do(ctx, api.EditorCommand{Command: "view", Path: p, ViewRange: args.ViewRange})
+		res, err := s.editor.Do(ctx, editor.Command{Command: "view", Path: p, ViewRange: args.ViewRange})
 		content, err := editorOutput(res.Output, err)
 		if err != nil {
 			return nil, err
@@ -491,7 +491,7 @@ func (s *Server) actionEdit(ctx context.Context, a *api.Action) (*api.Observatio
 	extras := api.FileEditExtras{Path: p, OldContent: args.OldStr, NewContent: args.NewStr, ImplSource: api.ImplSourceOHACI}
 	empty := ""
 	extras.Diff = &empty
-	cmd := api.EditorCommand{Command: args.Command, Path: p, FileText: args.FileText, OldStr: args.OldStr, NewStr: args.NewStr}
+	cmd := editor.Command{Command: args.Command, Path: p, FileText: args.FileText, OldStr: args.OldStr, NewStr: args.NewStr}
 	if il, ok, err := parseInsertLine(args.InsertLine); err != nil {
 		return nil, err
 	} else if !ok {

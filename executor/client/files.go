@@ -12,7 +12,6 @@ import (
 	"strconv"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/files"
 )
 
 // filesPath builds a /v1/files route with its query.
@@ -80,14 +79,14 @@ type WriteOptions struct {
 	// a new one).
 	Mode fs.FileMode
 	// Owner sets the file's owner.
-	Owner *files.Owner
+	Owner *api.Owner
 	// Append adds to the end instead of replacing the file atomically.
 	Append bool
 	// Exclusive fails with api.ErrConflict when the file exists.
 	Exclusive bool
 }
 
-func writeQuery(mode fs.FileMode, owner *files.Owner) url.Values {
+func writeQuery(mode fs.FileMode, owner *api.Owner) url.Values {
 	q := url.Values{}
 	if mode != 0 {
 		q.Set("mode", fmt.Sprintf("%04o", uint32(mode.Perm())|uint32(setBits(mode))))
@@ -203,11 +202,11 @@ type UploadOptions struct {
 	// Extract unpacks a zip or tar(.gz) stream into the directory dst.
 	Extract bool
 	// Format of the archive (detected when empty).
-	Format files.ArchiveFormat
+	Format api.ArchiveFormat
 	// Mode and Owner apply to a file (see WriteOptions); Owner also to
 	// unpacked entries.
 	Mode  fs.FileMode
-	Owner *files.Owner
+	Owner *api.Owner
 }
 
 // Upload stores the stream r at dst: as a file or, with Extract, unpacked
@@ -217,7 +216,7 @@ func (c *Client) Upload(ctx context.Context, dst string, r io.Reader, opts Uploa
 	if opts.Extract {
 		q.Set("extract", "1")
 	}
-	if opts.Format != files.FormatAuto {
+	if opts.Format != api.FormatAuto {
 		q.Set("format", string(opts.Format))
 	}
 	var l api.UploadList
@@ -248,9 +247,9 @@ type Download struct {
 
 // Download opens path for download: a file as itself, a directory as an
 // archive in format (zip when empty).
-func (c *Client) Download(ctx context.Context, path string, format files.ArchiveFormat) (*Download, error) {
+func (c *Client) Download(ctx context.Context, path string, format api.ArchiveFormat) (*Download, error) {
 	q := url.Values{}
-	if format != files.FormatAuto {
+	if format != api.FormatAuto {
 		q.Set("format", string(format))
 	}
 	req, err := c.newRequest(ctx, "GET", filesPath("/v1/files/download", path, q), nil)

@@ -79,13 +79,13 @@ const (
 
 // ExtractResult counts what Extract created.
 type ExtractResult struct {
-	Files    int   `json:"files"`
-	Dirs     int   `json:"dirs"`
-	Symlinks int   `json:"symlinks"`
-	Links    int   `json:"links"`
-	Bytes    int64 `json:"bytes"`
+	Files    int
+	Dirs     int
+	Symlinks int
+	Links    int
+	Bytes    int64
 	// Skipped counts escaping symlinks left out (SymlinksSkip).
-	Skipped int `json:"skipped,omitempty"`
+	Skipped int
 }
 
 // Extract unpacks the archive read from r into directory dest (created if

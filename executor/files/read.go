@@ -49,23 +49,23 @@ type ReadOptions struct {
 
 // ReadResult is the outcome of Read.
 type ReadResult struct {
-	Path string `json:"path"`
-	Kind Kind   `json:"kind"`
+	Path string
+	Kind Kind
 	// MIME is the media type for images and PDFs, "text/plain; charset=utf-8"
 	// for text and "application/octet-stream" for other binary files.
-	MIME    string `json:"mime"`
-	Content string `json:"content"`
+	MIME    string
+	Content string
 	// Size is the size of the file in bytes.
-	Size int64 `json:"size"`
+	Size int64
 	// Start and End are the lines actually returned (1-based, inclusive);
 	// both are 0 when no line was returned.
-	Start int `json:"start,omitempty"`
-	End   int `json:"end,omitempty"`
+	Start int
+	End   int
 	// TotalLines counts the file's lines (a last line without a newline
 	// counts); -1 when reading stopped before the end of the file.
-	TotalLines int `json:"total_lines"`
+	TotalLines int
 	// Truncated is set when MaxBytes cut the content.
-	Truncated bool `json:"truncated,omitempty"`
+	Truncated bool
 }
 
 // mediaTypes maps the extensions OpenHands returns as data URLs.

@@ -28,9 +28,9 @@ type UploadOptions struct {
 
 // UploadResult says what Upload did; exactly one of File and Archive is set.
 type UploadResult struct {
-	Path    string         `json:"path"`
-	File    *Info          `json:"file,omitempty"`
-	Archive *ExtractResult `json:"archive,omitempty"`
+	Path    string
+	File    *Info
+	Archive *ExtractResult
 }
 
 // Upload stores the stream r at dst: as the file dst (see Write), or, with

@@ -19,8 +19,8 @@ const DefaultDirMode fs.FileMode = 0o755
 
 // Owner is a numeric user and group.
 type Owner struct {
-	UID int `json:"uid"`
-	GID int `json:"gid"`
+	UID int
+	GID int
 }
 
 // WriteOptions controls Write.
