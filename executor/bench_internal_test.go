@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -17,7 +16,7 @@ func BenchmarkStartWaitInternal(b *testing.B) {
 	defer s.Close()
 	req := api.RunRequest{Argv: []string{"true"}, Wait: true}
 	for b.Loop() {
-		p, err := s.start(context.Background(), &req, nil)
+		p, err := s.start(&req, nil, newCapture(s.opts.MaxOutput, s.outMem))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -129,7 +129,7 @@ func TestHugeJSONBodies(t *testing.T) {
 	}
 	defer s.Close()
 	// A process to address /stdin and /signal to.
-	p, err := s.start(context.Background(), &api.RunRequest{Argv: []string{"sleep", "30"}, StdinOpen: true}, nil)
+	p, err := s.start(&api.RunRequest{Argv: []string{"sleep", "30"}, StdinOpen: true}, nil, newOutputLog(s.opts.MaxRetained, s.outMem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestStdinStreamBeyondJSONCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p, err := s.start(context.Background(), &api.RunRequest{Argv: []string{"wc", "-c"}, StdinOpen: true}, nil)
+	p, err := s.start(&api.RunRequest{Argv: []string{"wc", "-c"}, StdinOpen: true}, nil, newOutputLog(s.opts.MaxRetained, s.outMem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestStdinStreamBeyondJSONCap(t *testing.T) {
 		t.Fatalf("stdin: %d %s", rec.Code, rec.Body)
 	}
 	<-p.done
-	chunks, _, _, _ := p.log.read(0, 10)
+	chunks, _, _, _ := p.out.(*outputLog).read(0, 10)
 	var out bytes.Buffer
 	for _, c := range chunks {
 		out.Write(c.data)
@@ -498,7 +498,7 @@ func TestProcessLimit(t *testing.T) {
 	}
 	defer s.Close()
 	start := func(argv ...string) (*process, error) {
-		return s.start(context.Background(), &api.RunRequest{Argv: argv}, nil)
+		return s.start(&api.RunRequest{Argv: argv}, nil, newOutputLog(s.opts.MaxRetained, s.outMem))
 	}
 	a, err := start("sleep", "30")
 	if err != nil {

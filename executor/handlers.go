@@ -46,7 +46,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	case api.ModeStream:
 		s.runStream(w, r, &req, res)
 	default:
-		p, err := s.start(s.baseCtx, &req, res)
+		p, err := s.start(&req, res, newOutputLog(s.retainCap(&req), s.outMem))
 		if err != nil {
 			httpError(w, err)
 			return
@@ -57,14 +57,14 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 
 // runWait runs a process to completion; a request that goes away kills it.
 func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *reservation) {
-	p, err := s.start(r.Context(), req, res)
+	out := newCapture(s.outputCap(req), s.outMem)
+	p, err := s.start(req, res, out)
 	if err != nil {
 		httpError(w, err)
 		return
 	}
 	defer s.procs.remove(p)
-	defer p.capOut.release()
-	defer p.capErr.release()
+	defer out.free()
 	stop := context.AfterFunc(r.Context(), p.kill)
 	<-p.done
 	stop()
@@ -73,14 +73,15 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunReq
 		Signal: api.SignalName(p.status.Signal), TimedOut: p.timedOut.Load(),
 		OOMKilled:  p.status.OOMKilled,
 		DurationMS: float64(p.finished.Sub(p.started).Microseconds()) / 1000,
-	}, p.capOut, p.capErr)
+	}, out.stdout, out.stderr)
 }
 
 // runStream streams a process's output as events; a request that goes away
 // kills it.
 func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *reservation) {
 	ctx := r.Context()
-	p, err := s.start(ctx, req, res)
+	out := newStream(ctx)
+	p, err := s.start(req, res, out)
 	if err != nil {
 		httpError(w, err)
 		return
@@ -94,7 +95,7 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunR
 	ok := ew.write(&api.Event{Type: api.EventStart, ID: p.id, PID: p.proc.Pid}) == nil && ew.flush() == nil
 	var off int64
 	var ev api.Event
-	for c := range p.events {
+	for c := range out.chunks {
 		if !ok {
 			continue // drain until the killed process is gone
 		}
@@ -105,7 +106,7 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunR
 			p.kill()
 			continue
 		}
-		if len(p.events) == 0 && ew.flush() != nil {
+		if len(out.chunks) == 0 && ew.flush() != nil {
 			ok = false
 			p.kill()
 		}
@@ -158,7 +159,8 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	if p.log == nil {
+	log, ok := p.out.(*outputLog)
+	if !ok {
 		httpError(w, fmt.Errorf("process %s: %w", p.id, ErrNoOutputLog))
 		return
 	}
@@ -176,7 +178,7 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	var ev api.Event
 	for {
-		chunks, next, closed, wake := p.log.read(off, 64)
+		chunks, next, closed, wake := log.read(off, 64)
 		for _, c := range chunks {
 			outputEvent(&ev, c.stream, c.off, c.data)
 			if ew.write(&ev) != nil {

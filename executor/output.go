@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -10,6 +11,82 @@ const (
 	streamStdout = 1
 	streamStderr = 2
 )
+
+// sink receives a process's output as its pumps read it. There is one
+// implementation per mode: capture keeps a wait-mode run's output for its
+// result, stream hands it to the request that follows it, outputLog
+// retains a background process's output for later reads.
+type sink interface {
+	// write takes a chunk of one stream; data is valid only during the
+	// call.
+	write(stream uint8, data []byte)
+	// close is called once the process is reaped and its output drained.
+	close()
+	// size is the offset past the last byte retained for reads by
+	// offset (0 where output is not retained).
+	size() int64
+	// release gives the output retained for later reads back to the
+	// output budget once the process is forgotten (wait and stream
+	// sinks belong to their request, which frees them itself).
+	release()
+}
+
+var (
+	_ sink = (*capture)(nil)
+	_ sink = (*stream)(nil)
+	_ sink = (*outputLog)(nil)
+)
+
+// capture keeps the head and tail of both streams of a wait-mode run.
+type capture struct{ stdout, stderr *capBuffer }
+
+// newCapture returns a capture of at most max bytes per stream.
+func newCapture(max int, budget *outBudget) *capture {
+	return &capture{stdout: newCapBuffer(max, budget), stderr: newCapBuffer(max, budget)}
+}
+
+func (c *capture) write(stream uint8, data []byte) {
+	if stream == streamStdout {
+		c.stdout.Write(data)
+	} else {
+		c.stderr.Write(data)
+	}
+}
+
+func (c *capture) close()      {}
+func (c *capture) size() int64 { return 0 }
+func (c *capture) release()    {}
+
+// free gives the capture's memory back to the output budget, once the
+// result is written.
+func (c *capture) free() { c.stdout.release(); c.stderr.release() }
+
+// chunk is a piece of output on its way to a streaming request.
+type chunk struct {
+	stream uint8
+	data   []byte
+}
+
+// stream hands output to the request of a stream-mode run, which reads
+// chunks until it is closed; once the request is gone, output is dropped.
+type stream struct {
+	chunks chan chunk
+	ctx    context.Context
+}
+
+func newStream(ctx context.Context) *stream { return &stream{chunks: make(chan chunk, 8), ctx: ctx} }
+
+func (s *stream) write(stream uint8, data []byte) {
+	c := chunk{stream: stream, data: append([]byte(nil), data...)}
+	select {
+	case s.chunks <- c:
+	case <-s.ctx.Done():
+	}
+}
+
+func (s *stream) close()      { close(s.chunks) }
+func (s *stream) size() int64 { return 0 }
+func (s *stream) release()    {}
 
 // readBufSize is the pipe read size; pooled so a short command allocates
 // no buffers.

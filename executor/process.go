@@ -21,12 +21,6 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
-// chunk is a piece of output on its way to a streaming request.
-type chunk struct {
-	stream uint8
-	data   []byte
-}
-
 // process is a command started through POST /v1/processes.
 type process struct {
 	s       *Server
@@ -60,19 +54,18 @@ type process struct {
 	oomKnown  bool
 	finished  time.Time
 
-	// Exactly one output sink, by mode.
-	capOut, capErr *capBuffer      // wait
-	events         chan chunk      // stream; closed when drained
-	streamCtx      context.Context // stream: the request; sends stop when done
-	log            *outputLog      // background
+	// out receives the output: a capture (wait mode), a stream (stream
+	// mode) or an outputLog (background).
+	out sink
 }
 
-// start starts req's command. ctx bounds the process only in stream mode
-// (sends to a gone request stop); the caller kills it when its request
-// ends in wait and stream modes. start owns res, the reservation of the
-// request's body: it keeps the part that stands for the initial stdin
-// until that is written, and releases the rest once the process runs.
-func (s *Server) start(ctx context.Context, req *api.RunRequest, res *reservation) (*process, error) {
+// start starts req's command with its output going to out, the sink of
+// the request's mode (see newCapture, newStream, newOutputLog); the caller
+// kills it when its request ends in wait and stream modes. start owns res,
+// the reservation of the request's body: it keeps the part that stands for
+// the initial stdin until that is written, and releases the rest once the
+// process runs.
+func (s *Server) start(req *api.RunRequest, res *reservation, out sink) (*process, error) {
 	defer res.release()
 	if s.closing.Load() || s.baseCtx.Err() != nil {
 		return nil, ErrShuttingDown
@@ -102,23 +95,7 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest, res *reservatio
 
 	p := &process{
 		s: s, mode: req.Mode(), argv: clipArgv(argv), cmd: clip(req.Cmd), cwd: req.Cwd,
-		pumpsDone: make(chan struct{}), done: make(chan struct{}),
-	}
-	maxOut := s.opts.MaxOutput
-	if req.MaxOutput > 0 && req.MaxOutput < maxOut {
-		maxOut = req.MaxOutput
-	}
-	switch p.mode {
-	case api.ModeWait:
-		p.capOut, p.capErr = newCapBuffer(maxOut, s.outMem), newCapBuffer(maxOut, s.outMem)
-	case api.ModeStream:
-		p.events = make(chan chunk, 8)
-		p.streamCtx = ctx
-	default:
-		if req.MaxOutput == 0 {
-			maxOut = s.opts.MaxRetained
-		}
-		p.log = newOutputLog(maxOut, s.outMem)
+		pumpsDone: make(chan struct{}), done: make(chan struct{}), out: out,
 	}
 
 	// Pipes: the parent ends are non-blocking and pollable.
@@ -194,6 +171,24 @@ func (s *Server) start(ctx context.Context, req *api.RunRequest, res *reservatio
 	go p.pump(errR, streamStderr)
 	go p.supervise(outR, errR)
 	return p, nil
+}
+
+// outputCap is what a wait-mode run captures per stream: the request's
+// max_output, at most MaxOutput.
+func (s *Server) outputCap(req *api.RunRequest) int {
+	if req.MaxOutput > 0 && req.MaxOutput < s.opts.MaxOutput {
+		return req.MaxOutput
+	}
+	return s.opts.MaxOutput
+}
+
+// retainCap is what a background process retains: the request's
+// max_output (at most MaxOutput), MaxRetained when it sets none.
+func (s *Server) retainCap(req *api.RunRequest) int {
+	if req.MaxOutput == 0 {
+		return s.opts.MaxRetained
+	}
+	return s.outputCap(req)
 }
 
 // maxShown caps the command line kept for process listings: a request
@@ -296,7 +291,7 @@ func (p *process) pump(f *os.File, stream uint8) {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				p.drain(f, stream, *buf, nc)
 			} else if nc > 0 {
-				p.sink(stream, (*buf)[:nc])
+				p.out.write(stream, (*buf)[:nc])
 			}
 			readBufPool.Put(buf)
 			return
@@ -309,7 +304,7 @@ func (p *process) pump(f *os.File, stream uint8) {
 			keep = incompleteRune(buf[:total])
 		}
 		if total-keep > 0 {
-			p.sink(stream, buf[:total-keep])
+			p.out.write(stream, buf[:total-keep])
 		}
 		nc = copy(carry[:], buf[total-keep:total])
 		readBufPool.Put(bp)
@@ -339,12 +334,12 @@ func (p *process) drain(f *os.File, stream uint8, buf []byte, nc int) {
 			}
 			n += nc
 			nc = incompleteRune(buf[:n])
-			p.sink(stream, buf[:n-nc])
+			p.out.write(stream, buf[:n-nc])
 			copy(buf, buf[n-nc:n])
 		}
 	}
 	if nc > 0 {
-		p.sink(stream, buf[:nc])
+		p.out.write(stream, buf[:nc])
 	}
 }
 
@@ -360,25 +355,6 @@ func incompleteRune(b []byte) int {
 		}
 	}
 	return 0
-}
-
-func (p *process) sink(stream uint8, data []byte) {
-	switch {
-	case p.capOut != nil:
-		if stream == streamStdout {
-			p.capOut.Write(data)
-		} else {
-			p.capErr.Write(data)
-		}
-	case p.events != nil:
-		c := chunk{stream: stream, data: append([]byte(nil), data...)}
-		select {
-		case p.events <- c:
-		case <-p.streamCtx.Done():
-		}
-	default:
-		p.log.write(stream, data)
-	}
 }
 
 // supervise waits for the exit and the end of output, then publishes the
@@ -424,11 +400,8 @@ func (p *process) supervise(outR, errR *os.File) {
 	// The slot is free before anyone waiting on done can start another.
 	p.s.running.Add(-1)
 	close(p.done)
-	switch {
-	case p.events != nil:
-		close(p.events)
-	case p.log != nil:
-		p.log.close()
+	p.out.close()
+	if p.mode == api.ModeBackground {
 		p.s.procs.finished(p, p.s.opts.MaxFinished)
 	}
 }
@@ -542,9 +515,7 @@ func (p *process) snapshot() api.Process {
 	p.stdinMu.Lock()
 	ap.StdinOpen = p.stdin != nil
 	p.stdinMu.Unlock()
-	if p.log != nil {
-		ap.OutputBytes = p.log.size()
-	}
+	ap.OutputBytes = p.out.size()
 	return ap
 }
 
@@ -654,9 +625,7 @@ func (t *procTable) remove(p *process) {
 	t.mu.Lock()
 	if t.byID[p.id] == p {
 		delete(t.byID, p.id)
-		if p.log != nil {
-			p.log.release()
-		}
+		p.out.release()
 	}
 	if i := slices.Index(t.finOrder, p); i >= 0 {
 		t.finOrder = slices.Delete(t.finOrder, i, i+1)
@@ -675,7 +644,7 @@ func (t *procTable) finished(p *process, keep int) {
 	t.finOrder = append(t.finOrder, p)
 	for len(t.finOrder) > keep {
 		delete(t.byID, t.finOrder[0].id)
-		t.finOrder[0].log.release()
+		t.finOrder[0].out.release()
 		t.finOrder[0] = nil
 		t.finOrder = t.finOrder[1:]
 	}
