@@ -15,78 +15,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 )
-
-func TestMemBudgetFIFO(t *testing.T) {
-	b := newMemBudget(100)
-	ctx := context.Background()
-	a, err := b.acquire(ctx, 60)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 50 does not fit; 10 would, but queues behind it (first come, first
-	// served: small requests cannot starve a large one).
-	got := make(chan string, 2)
-	go func() {
-		r, _ := b.acquire(ctx, 50)
-		got <- "50"
-		r.release()
-	}()
-	for b.waitersLen() != 1 {
-		runtime.Gosched()
-	}
-	go func() {
-		r, _ := b.acquire(ctx, 10)
-		got <- "10"
-		r.release()
-	}()
-	for b.waitersLen() != 2 {
-		runtime.Gosched()
-	}
-	if len(got) != 0 {
-		t.Fatal("granted while the budget is short")
-	}
-	// A waiter that gives up leaves the queue.
-	cctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { _, err := b.acquire(cctx, 1); errc <- err }()
-	for b.waitersLen() != 3 {
-		runtime.Gosched()
-	}
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled acquire: %v", err)
-	}
-	a.release()
-	a.release() // a second release gives nothing back
-	<-got
-	<-got
-	// Larger than the whole budget: clamped, granted when the budget is free.
-	big, err := b.acquire(ctx, 1000)
-	if err != nil || b.inUse() != 100 {
-		t.Fatalf("oversized acquire: %v, in use %d", err, b.inUse())
-	}
-	part := big.split(30)
-	big.release()
-	if b.inUse() != 30 {
-		t.Fatalf("after releasing all but a split part: in use %d, want 30", b.inUse())
-	}
-	part.release()
-	if b.inUse() != 0 {
-		t.Fatalf("in use %d after every release", b.inUse())
-	}
-	var none *reservation
-	none.release() // nil reservations (small bodies) are no-ops
-	if none.split(5) != nil {
-		t.Fatal("split of nil")
-	}
-}
-
-func (b *memBudget) waitersLen() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.waiters.Len()
-}
 
 // hugeBody is a JSON body of n bytes made on the fly, counting what the
 // server reads of it.
@@ -174,8 +105,8 @@ func TestHugeJSONBodies(t *testing.T) {
 			}
 		}
 	}
-	if s.reqMem.inUse() != 0 {
-		t.Errorf("request memory in use after the requests: %d", s.reqMem.inUse())
+	if s.reqMem.InUse() != 0 {
+		t.Errorf("request memory in use after the requests: %d", s.reqMem.InUse())
 	}
 	// The error names the limit and the way around it.
 	req := httptest.NewRequest("POST", "/v1/processes", &hugeBody{prefix: `{"cmd":"`, n: huge})
@@ -191,12 +122,12 @@ func TestHugeJSONBodies(t *testing.T) {
 // room for one at a time, the second waits until the first is done, and a
 // small request does not wait at all.
 func TestLargeBodiesWaitTheirTurn(t *testing.T) {
-	s, err := New(Options{MaxRequestBody: 1 << 20, RequestMemory: jsonCost(1 << 20)})
+	s, err := New(Options{MaxRequestBody: 1 << 20, RequestMemory: httpapi.JSONCost(1 << 20)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	hold, err := s.reqMem.acquire(context.Background(), s.opts.RequestMemory)
+	hold, err := s.reqMem.Acquire(context.Background(), s.opts.RequestMemory)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +138,7 @@ func TestLargeBodiesWaitTheirTurn(t *testing.T) {
 		s.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/processes", strings.NewReader(large)))
 		done <- rec.Code
 	}()
-	for s.reqMem.waitersLen() != 1 {
+	for s.reqMem.Waiting() != 1 {
 		runtime.Gosched()
 	}
 	rec := httptest.NewRecorder()
@@ -220,12 +151,12 @@ func TestLargeBodiesWaitTheirTurn(t *testing.T) {
 		t.Fatalf("large request answered (%d) while the budget was taken", code)
 	default:
 	}
-	hold.release()
+	hold.Release()
 	if code := <-done; code != 200 {
 		t.Fatalf("large request: %d", code)
 	}
-	if s.reqMem.inUse() != 0 {
-		t.Fatalf("request memory in use: %d", s.reqMem.inUse())
+	if s.reqMem.InUse() != 0 {
+		t.Fatalf("request memory in use: %d", s.reqMem.InUse())
 	}
 }
 
@@ -262,7 +193,7 @@ func TestRunResultStreamedEncoding(t *testing.T) {
 		setOutput(&want.Stderr, &want.StderrB64, b)
 		want.StderrTruncated = trunc
 		wantRec := httptest.NewRecorder()
-		writeJSON(wantRec, 200, &want)
+		httpapi.WriteJSON(wantRec, 200, &want)
 
 		rec := httptest.NewRecorder()
 		writeRunResult(rec, &res, out, errOut)
@@ -324,18 +255,18 @@ func TestValidUTF8Segments(t *testing.T) {
 // want more than it holds keep what it grants (and the floor each), report
 // the rest as truncated, and give it all back when released.
 func TestOutputBudget(t *testing.T) {
-	budget := &outBudget{max: 100 << 10}
+	budget := budget.NewOutput(100<<10, nil)
 	a, b := newCapBuffer(1<<20, budget), newCapBuffer(1<<20, budget)
 	chunk := bytes.Repeat([]byte("x"), 10<<10)
 	for range 100 {
 		a.Write(chunk)
 		b.Write(chunk)
 	}
-	if used := budget.used.Load(); used > budget.max {
-		t.Fatalf("budget used %d over its %d", used, budget.max)
+	if used := budget.Used(); used > budget.Max() {
+		t.Fatalf("budget used %d over its %d", used, budget.Max())
 	}
 	held := int64(cap(a.head) + len(a.tail) + cap(b.head) + len(b.tail))
-	if held > budget.max+2*outputFloor {
+	if held > budget.Max()+2*outputFloor {
 		t.Fatalf("buffers hold %d bytes, more than the budget and two floors", held)
 	}
 	for _, c := range []*capBuffer{a, b} {
@@ -351,14 +282,14 @@ func TestOutputBudget(t *testing.T) {
 	for i := range 100 {
 		l.write(streamStdout, bytes.Repeat([]byte{byte('a' + i%26)}, 10<<10))
 	}
-	if used := budget.used.Load(); used > budget.max || l.mem > outputFloor+l.held {
+	if used := budget.Used(); used > budget.Max() || l.mem > outputFloor+l.held {
 		t.Fatalf("log: budget used %d, log holds %d with %d granted", used, l.mem, l.held)
 	}
 	if got, next, _, _ := l.read(0, 1000); next != l.end || got[len(got)-1].data[0] != byte('a'+99%26) {
 		t.Fatal("log lost its newest output")
 	}
 	l.release()
-	if used := budget.used.Load(); used != 0 {
+	if used := budget.Used(); used != 0 {
 		t.Fatalf("budget used %d after every release", used)
 	}
 	// A process writing a byte at a time is not charged a chunk a byte.
@@ -389,7 +320,7 @@ func TestWaitOutputWithinBudget(t *testing.T) {
 	if !res.StdoutTruncated || len(res.Stdout) > 64<<10+2*outputFloor+100 || !strings.Contains(res.Stdout, "bytes truncated") {
 		t.Fatalf("stdout of 4 MB under a 64 KiB budget: %d bytes, truncated %v", len(res.Stdout), res.StdoutTruncated)
 	}
-	if used := s.outMem.used.Load(); used != 0 {
+	if used := s.outMem.Used(); used != 0 {
 		t.Fatalf("output budget in use after the request: %d", used)
 	}
 }
@@ -515,7 +446,7 @@ func TestProcessLimit(t *testing.T) {
 	a.kill()
 	<-a.done
 	// A command that cannot start does not keep the place it took.
-	if _, err := start("/nonexistent"); err == nil || errors.Is(err, ErrLimit) {
+	if _, err := start("/nonexistent"); err == nil || errors.Is(err, httpapi.ErrLimit) {
 		t.Fatalf("start /nonexistent: %v", err)
 	}
 	if _, err := start("true"); err != nil {

@@ -1,13 +1,11 @@
 package executor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +18,8 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/editor"
 	"github.com/bothy-sandbox/bothy/executor/files"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 )
 
 // fileQuery is the query of the /v1/files routes, parsed and validated.
@@ -47,18 +47,18 @@ func parseFileQuery(q url.Values, allowed ...string) (fileQuery, error) {
 	fq := fileQuery{end: -1, hidden: true}
 	for k, v := range q {
 		if k != "path" && !slices.Contains(allowed, k) {
-			return fq, badRequest{fmt.Errorf("unknown query parameter %q", k)}
+			return fq, httpapi.BadRequest(fmt.Errorf("unknown query parameter %q", k))
 		}
 		if len(v) != 1 {
-			return fq, badRequest{fmt.Errorf("query parameter %q given %d times", k, len(v))}
+			return fq, httpapi.BadRequest(fmt.Errorf("query parameter %q given %d times", k, len(v)))
 		}
 	}
 	fq.path = q.Get("path")
 	if fq.path == "" {
-		return fq, badRequest{errors.New("query parameter path is required")}
+		return fq, httpapi.BadRequest(errors.New("query parameter path is required"))
 	}
 	if !strings.HasPrefix(fq.path, "/") || strings.IndexByte(fq.path, 0) >= 0 {
-		return fq, badRequest{fmt.Errorf("path %q must be absolute", fq.path)}
+		return fq, httpapi.BadRequest(fmt.Errorf("path %q must be absolute", fq.path))
 	}
 	intParam := func(name string, min, def int) (int, error) {
 		v := q.Get(name)
@@ -67,7 +67,7 @@ func parseFileQuery(q url.Values, allowed ...string) (fileQuery, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < min {
-			return 0, badRequest{fmt.Errorf("%s %q is not an integer ≥ %d", name, v, min)}
+			return 0, httpapi.BadRequest(fmt.Errorf("%s %q is not an integer ≥ %d", name, v, min))
 		}
 		return n, nil
 	}
@@ -76,9 +76,9 @@ func parseFileQuery(q url.Values, allowed ...string) (fileQuery, error) {
 		if v == "" {
 			return def, nil
 		}
-		b, ok := parseBool(v)
+		b, ok := httpapi.ParseBool(v)
 		if !ok {
-			return false, badRequest{fmt.Errorf("%s %q is not a boolean", name, v)}
+			return false, httpapi.BadRequest(fmt.Errorf("%s %q is not a boolean", name, v))
 		}
 		return b, nil
 	}
@@ -97,25 +97,25 @@ func parseFileQuery(q url.Values, allowed ...string) (fileQuery, error) {
 	}
 	if v := q.Get("max_bytes"); v != "" {
 		if fq.maxBytes, err = strconv.ParseInt(v, 10, 64); err != nil || fq.maxBytes < 1 {
-			return fq, badRequest{fmt.Errorf("max_bytes %q is not a positive integer", v)}
+			return fq, httpapi.BadRequest(fmt.Errorf("max_bytes %q is not a positive integer", v))
 		}
 	}
 	if v := q.Get("mode"); v != "" {
 		m, err := strconv.ParseUint(v, 8, 32)
 		if err != nil || m > 0o7777 {
-			return fq, badRequest{fmt.Errorf("mode %q is not octal permission bits (0644)", v)}
+			return fq, httpapi.BadRequest(fmt.Errorf("mode %q is not octal permission bits (0644)", v))
 		}
 		fq.mode = fs.FileMode(m)
 	}
 	uid, gid := q.Get("uid"), q.Get("gid")
 	if (uid == "") != (gid == "") {
-		return fq, badRequest{errors.New("uid and gid go together")}
+		return fq, httpapi.BadRequest(errors.New("uid and gid go together"))
 	}
 	if uid != "" {
 		u, err1 := strconv.ParseUint(uid, 10, 31)
 		g, err2 := strconv.ParseUint(gid, 10, 31)
 		if err1 != nil || err2 != nil {
-			return fq, badRequest{fmt.Errorf("uid %q and gid %q must be numeric ids", uid, gid)}
+			return fq, httpapi.BadRequest(fmt.Errorf("uid %q and gid %q must be numeric ids", uid, gid))
 		}
 		fq.owner = &files.Owner{UID: int(u), GID: int(g)}
 	}
@@ -136,23 +136,12 @@ func parseFileQuery(q url.Values, allowed ...string) (fileQuery, error) {
 	case files.FormatAuto, files.FormatZip, files.FormatTar, files.FormatTarGz:
 		fq.format = f
 	default:
-		return fq, badRequest{fmt.Errorf("format %q is not zip, tar or tar.gz", f)}
+		return fq, httpapi.BadRequest(fmt.Errorf("format %q is not zip, tar or tar.gz", f))
 	}
 	if fq.append && fq.exclusive {
-		return fq, badRequest{errors.New("append and exclusive are exclusive")}
+		return fq, httpapi.BadRequest(errors.New("append and exclusive are exclusive"))
 	}
 	return fq, nil
-}
-
-// parseBool accepts what FastAPI accepts for a boolean query parameter.
-func parseBool(v string) (bool, bool) {
-	switch strings.ToLower(v) {
-	case "1", "true", "t", "yes", "y", "on":
-		return true, true
-	case "0", "false", "f", "no", "n", "off":
-		return false, true
-	}
-	return false, false
 }
 
 func statDir(p string) (bool, error) {
@@ -166,33 +155,24 @@ func statDir(p string) (bool, error) {
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 	fq, err := parseFileQuery(r.URL.Query(), "start", "end", "max_bytes")
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	if fq.maxBytes == 0 || fq.maxBytes > files.DefaultMaxReadBytes {
 		fq.maxBytes = files.DefaultMaxReadBytes
 	}
-	mem, err := s.reserveFile(r.Context(), fq.path, readCost(fq.maxBytes))
+	mem, err := s.bodies.ReserveFile(r.Context(), fq.path, budget.ReadCost(fq.maxBytes))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	defer mem.release()
+	defer mem.Release()
 	res, err := files.Read(r.Context(), fq.path, files.ReadOptions{Start: fq.start, End: fq.end, MaxBytes: fq.maxBytes})
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wireContent(res))
-}
-
-// fileCost estimates the memory a request holds for a file of size bytes.
-type fileCost func(size int64) int64
-
-// readCost is a read returned in JSON: the content (a data URL is 4/3 of
-// the file), and the encoded response, up to max bytes of the file.
-func readCost(max int64) fileCost {
-	return func(size int64) int64 { return 4 * min(size, max) }
+	httpapi.WriteJSON(w, http.StatusOK, wireContent(res))
 }
 
 // editorCost is an editor command: the file as bytes and text, the new
@@ -205,58 +185,39 @@ func editorCost(size int64) int64 {
 	return 8 * size
 }
 
-// reserveFile reserves what a request will hold for the regular file at p
-// (by cost) from the request memory budget, waiting its turn; nothing for
-// a small, missing or special file.
-func (s *Server) reserveFile(ctx context.Context, p string, cost fileCost) (*reservation, error) {
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, nil
-	}
-	n := cost(fi.Size())
-	if n <= smallBody {
-		return nil, nil
-	}
-	res, err := s.reqMem.acquire(ctx, n)
-	if err != nil {
-		return nil, fmt.Errorf("wait for request memory: %w", err)
-	}
-	return res, nil
-}
-
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	fq, err := parseFileQuery(r.URL.Query(), "mode", "uid", "gid", "append", "exclusive")
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	in, err := files.Write(r.Context(), fq.path, r.Body, files.WriteOptions{
 		Mode: fq.mode, Owner: fq.owner, Append: fq.append, Exclusive: fq.exclusive, MaxBytes: s.opts.MaxUpload,
 	})
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wireInfo(in))
+	httpapi.WriteJSON(w, http.StatusOK, wireInfo(in))
 }
 
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
 	fq, err := parseFileQuery(r.URL.Query(), "recursive")
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	if err := files.Delete(r.Context(), fq.path, files.DeleteOptions{Recursive: fq.recursive}); err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.Deleted{Path: path.Clean(fq.path)})
+	httpapi.WriteJSON(w, http.StatusOK, api.Deleted{Path: path.Clean(fq.path)})
 }
 
 func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 	fq, err := parseFileQuery(r.URL.Query(), "follow")
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	p := fq.path
@@ -267,59 +228,59 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 	}
 	in, err := files.Stat(r.Context(), p)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wireInfo(in))
+	httpapi.WriteJSON(w, http.StatusOK, wireInfo(in))
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 	fq, err := parseFileQuery(r.URL.Query(), "recursive", "max_depth", "hidden")
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	list, err := files.List(r.Context(), fq.path, files.ListOptions{
 		Recursive: fq.recursive, MaxDepth: fq.maxDepth, SkipHidden: !fq.hidden,
 	})
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	entries := make([]api.FileInfo, len(list))
 	for i := range list {
 		entries[i] = *wireInfo(&list[i])
 	}
-	writeJSON(w, http.StatusOK, api.FileList{Entries: entries})
+	httpapi.WriteJSON(w, http.StatusOK, api.FileList{Entries: entries})
 }
 
 func (s *Server) handleFileMove(w http.ResponseWriter, r *http.Request) {
 	var req api.MoveRequest
-	body, res, err := s.jsonBody(w, r)
+	body, res, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	err = decodeJSON(body, &req)
-	res.release()
+	err = httpapi.Decode(body, &req)
+	res.Release()
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	if req.Src == "" || req.Dst == "" {
-		httpError(w, badRequest{errors.New("src and dst are required")})
+		httpapi.Error(w, httpapi.BadRequest(errors.New("src and dst are required")))
 		return
 	}
 	if err := files.Move(r.Context(), req.Src, req.Dst, files.MoveOptions{Overwrite: req.Overwrite}); err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	in, err := files.Stat(r.Context(), req.Dst)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wireInfo(in))
+	httpapi.WriteJSON(w, http.StatusOK, wireInfo(in))
 }
 
 // handleFileUpload stores the raw body at path (a file, or with extract a
@@ -330,7 +291,7 @@ func (s *Server) handleFileMove(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 	fq, err := parseFileQuery(r.URL.Query(), "extract", "mode", "uid", "gid", "format")
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	ctx := r.Context()
@@ -348,15 +309,15 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 	if ct != "multipart/form-data" {
 		res, err := files.Upload(ctx, fq.path, r.Body, opts)
 		if err != nil {
-			httpError(w, err)
+			httpapi.Error(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.UploadList{Uploads: []api.UploadResult{wireUpload(res)}})
+		httpapi.WriteJSON(w, http.StatusOK, api.UploadList{Uploads: []api.UploadResult{wireUpload(res)}})
 		return
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		httpError(w, badRequest{fmt.Errorf("read multipart body: %w", err)})
+		httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("read multipart body: %w", err)))
 		return
 	}
 	intoDir := fq.extract || strings.HasSuffix(fq.path, "/")
@@ -370,7 +331,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if err != nil {
-			httpError(w, badRequest{fmt.Errorf("read multipart body: %w", err)})
+			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("read multipart body: %w", err)))
 			return
 		}
 		if part.FormName() != "file" {
@@ -379,45 +340,35 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		dst := fq.path
 		if intoDir && !fq.extract {
-			name, err := uploadName(part)
+			name, err := httpapi.UploadName(part)
 			if err != nil {
-				httpError(w, err)
+				httpapi.Error(w, err)
 				return
 			}
 			dst = path.Join(fq.path, name)
 		} else if !fq.extract && len(list.Uploads) > 0 {
-			httpError(w, badRequest{fmt.Errorf("several files uploaded to %s, which is not a directory (end it with /)", fq.path)})
+			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("several files uploaded to %s, which is not a directory (end it with /)", fq.path)))
 			return
 		}
 		res, err := files.Upload(ctx, dst, part, opts)
 		part.Close()
 		if err != nil {
-			httpError(w, err)
+			httpapi.Error(w, err)
 			return
 		}
 		list.Uploads = append(list.Uploads, wireUpload(res))
 	}
 	if len(list.Uploads) == 0 {
-		httpError(w, badRequest{errors.New(`multipart body has no "file" part`)})
+		httpapi.Error(w, httpapi.BadRequest(errors.New(`multipart body has no "file" part`)))
 		return
 	}
-	writeJSON(w, http.StatusOK, &list)
-}
-
-// uploadName is the file name of an uploaded part: a plain name, never a
-// path (OpenHands joins whatever the client sends to the destination).
-func uploadName(part *multipart.Part) (string, error) {
-	name := part.FileName()
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
-		return "", badRequest{fmt.Errorf("upload file name %q is not a plain file name", name)}
-	}
-	return name, nil
+	httpapi.WriteJSON(w, http.StatusOK, &list)
 }
 
 func (s *Server) handleFileDownload(w http.ResponseWriter, r *http.Request) {
 	fq, err := parseFileQuery(r.URL.Query(), "format")
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	s.download(w, r, fq.path, fq.format)
@@ -427,7 +378,7 @@ func (s *Server) handleFileDownload(w http.ResponseWriter, r *http.Request) {
 func (s *Server) download(w http.ResponseWriter, r *http.Request, p string, format files.ArchiveFormat) {
 	d, err := files.OpenDownload(r.Context(), p, files.DownloadOptions{Format: format})
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	h := w.Header()
@@ -459,33 +410,33 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, p string, form
 // decodeEditor decodes the body of POST /v1/editor.
 func decodeEditor(r io.Reader) (editor.Command, error) {
 	var cmd api.EditorCommand
-	if err := decodeJSON(r, &cmd); err != nil {
+	if err := httpapi.Decode(r, &cmd); err != nil {
 		return editor.Command{}, err
 	}
 	return editor.Command(cmd), nil
 }
 
 func (s *Server) handleEditor(w http.ResponseWriter, r *http.Request) {
-	body, mem, err := s.jsonBody(w, r)
+	body, mem, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	defer mem.release()
+	defer mem.Release()
 	cmd, err := decodeEditor(body)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	fmem, err := s.reserveFile(r.Context(), cmd.Path, editorCost)
+	fmem, err := s.bodies.ReserveFile(r.Context(), cmd.Path, editorCost)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	defer fmem.release()
+	defer fmem.Release()
 	res, err := s.editor.Do(r.Context(), cmd)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	out := api.EditorResult{
@@ -495,7 +446,7 @@ func (s *Server) handleEditor(w http.ResponseWriter, r *http.Request) {
 	if cmd.Command != "view" {
 		out.Diff = editor.Diff(res.OldContent, res.NewContent, res.Path)
 	}
-	writeJSON(w, http.StatusOK, &out)
+	httpapi.WriteJSON(w, http.StatusOK, &out)
 }
 
 // wireInfo converts a file's description to the wire.

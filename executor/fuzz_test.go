@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
 )
 
 func FuzzDecodeRunRequest(f *testing.F) {
@@ -26,7 +27,7 @@ func FuzzDecodeRunRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeRunRequest(bytes.NewReader(body))
 		if err != nil {
-			var br badRequest
+			var br *httpapi.RequestError
 			if !errors.As(err, &br) {
 				t.Fatalf("error %v is not a bad request", err)
 			}
@@ -207,7 +208,7 @@ func FuzzDecodeExecuteAction(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a, err := decodeExecuteAction(bytes.NewReader(body))
 		if err != nil {
-			var br badRequest
+			var br *httpapi.RequestError
 			if !errors.As(err, &br) {
 				t.Fatalf("error %v is not a bad request", err)
 			}
@@ -218,7 +219,7 @@ func FuzzDecodeExecuteAction(f *testing.F) {
 		}
 		for _, v := range []any{&api.CmdRunArgs{}, &api.FileReadArgs{}, &api.FileWriteArgs{}, &api.FileEditArgs{}} {
 			if err := decodeArgs(a, v); err != nil {
-				var br badRequest
+				var br *httpapi.RequestError
 				if !errors.As(err, &br) {
 					t.Fatalf("args error %v is not a bad request", err)
 				}
@@ -245,7 +246,7 @@ func FuzzDecodeSessionRun(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeSessionRun(bytes.NewReader(body))
 		if err != nil {
-			var br badRequest
+			var br *httpapi.RequestError
 			if !errors.As(err, &br) {
 				t.Fatalf("error %v is not a bad request", err)
 			}
@@ -273,7 +274,7 @@ func FuzzParseFileQuery(f *testing.F) {
 		}
 		fq, err := parseFileQuery(q, all...)
 		if err != nil {
-			var br badRequest
+			var br *httpapi.RequestError
 			if !errors.As(err, &br) {
 				t.Fatalf("error %v is not a bad request", err)
 			}

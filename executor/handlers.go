@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
@@ -21,7 +23,7 @@ var aliveBody = []byte(`{"status":"ok"}` + "\n")
 
 func (s *Server) handleAlive(w http.ResponseWriter, r *http.Request) {
 	if starting := s.startingPlugins(); len(starting) > 0 {
-		writeJSON(w, http.StatusOK, &api.Alive{Status: "ok", Starting: starting})
+		httpapi.WriteJSON(w, http.StatusOK, &api.Alive{Status: "ok", Starting: starting})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -29,15 +31,15 @@ func (s *Server) handleAlive(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
-	body, res, err := s.jsonBody(w, r)
+	body, res, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	req, err := decodeRunRequest(body)
 	if err != nil {
-		res.release()
-		httpError(w, err)
+		res.Release()
+		httpapi.Error(w, err)
 		return
 	}
 	switch req.Mode() {
@@ -48,19 +50,19 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	default:
 		p, err := s.start(&req, res, newOutputLog(s.retainCap(&req), s.outMem))
 		if err != nil {
-			httpError(w, err)
+			httpapi.Error(w, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, p.snapshot())
+		httpapi.WriteJSON(w, http.StatusCreated, p.snapshot())
 	}
 }
 
 // runWait runs a process to completion; a request that goes away kills it.
-func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *reservation) {
+func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *budget.Reservation) {
 	out := newCapture(s.outputCap(req), s.outMem)
 	p, err := s.start(req, res, out)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	defer s.procs.remove(p)
@@ -78,12 +80,12 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunReq
 
 // runStream streams a process's output as events; a request that goes away
 // kills it.
-func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *reservation) {
+func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *budget.Reservation) {
 	ctx := r.Context()
 	out := newStream(ctx)
 	p, err := s.start(req, res, out)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	defer s.procs.remove(p)
@@ -122,22 +124,22 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.procs.all() {
 		list.Processes = append(list.Processes, p.snapshot())
 	}
-	writeJSON(w, http.StatusOK, &list)
+	httpapi.WriteJSON(w, http.StatusOK, &list)
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	p, err := s.procs.get(r.PathValue("id"))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, p.snapshot())
+	httpapi.WriteJSON(w, http.StatusOK, p.snapshot())
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	p, err := s.procs.get(r.PathValue("id"))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	p.kill()
@@ -147,7 +149,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.procs.remove(p)
-	writeJSON(w, http.StatusOK, p.snapshot())
+	httpapi.WriteJSON(w, http.StatusOK, p.snapshot())
 }
 
 // handleOutput sends the retained output of a background process from
@@ -156,19 +158,19 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 	p, err := s.procs.get(r.PathValue("id"))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	log, ok := p.out.(*outputLog)
 	if !ok {
-		httpError(w, fmt.Errorf("process %s: %w", p.id, ErrNoOutputLog))
+		httpapi.Error(w, fmt.Errorf("process %s: %w", p.id, ErrNoOutputLog))
 		return
 	}
 	q := r.URL.Query()
 	var off int64
 	if v := q.Get("offset"); v != "" {
 		if off, err = strconv.ParseInt(v, 10, 64); err != nil || off < 0 {
-			httpError(w, badRequest{fmt.Errorf("offset %q is not a non-negative integer", v)})
+			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("offset %q is not a non-negative integer", v)))
 			return
 		}
 	}
@@ -216,7 +218,7 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 	p, err := s.procs.get(r.PathValue("id"))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	var in io.Reader
@@ -225,19 +227,19 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 	if ct == "application/octet-stream" {
 		in, closeIt = r.Body, queryBool(r.URL.Query().Get("close"))
 	} else {
-		body, res, err := s.jsonBody(w, r)
+		body, res, err := s.bodies.JSON(w, r)
 		if err != nil {
-			httpError(w, err)
+			httpapi.Error(w, err)
 			return
 		}
-		defer res.release()
+		defer res.Release()
 		var req api.StdinRequest
-		if err := decodeJSON(body, &req); err != nil {
-			httpError(w, err)
+		if err := httpapi.Decode(body, &req); err != nil {
+			httpapi.Error(w, err)
 			return
 		}
 		if req.Data != "" && req.B64 != nil {
-			httpError(w, badRequest{errors.New("data and b64 are exclusive")})
+			httpapi.Error(w, httpapi.BadRequest(errors.New("data and b64 are exclusive")))
 			return
 		}
 		closeIt = req.Close
@@ -249,45 +251,37 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := p.copyStdin(r.Context(), in, closeIt)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.StdinResult{Written: int(n), Closed: closeIt})
-}
-
-func badRequestOr(err error) error {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return err
-	}
-	return badRequest{fmt.Errorf("read request body: %w", err)}
+	httpapi.WriteJSON(w, http.StatusOK, api.StdinResult{Written: int(n), Closed: closeIt})
 }
 
 func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 	p, err := s.procs.get(r.PathValue("id"))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	var req api.SignalRequest
-	body, res, err := s.jsonBody(w, r)
+	body, res, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	err = decodeJSON(body, &req)
-	res.release()
+	err = httpapi.Decode(body, &req)
+	res.Release()
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	sig, err := api.ParseSignal(req.Signal)
 	if err != nil {
-		httpError(w, badRequest{err})
+		httpapi.Error(w, httpapi.BadRequest(err))
 		return
 	}
 	if p.exited() {
-		httpError(w, fmt.Errorf("signal process %s: %w", p.id, ErrExited))
+		httpapi.Error(w, fmt.Errorf("signal process %s: %w", p.id, ErrExited))
 		return
 	}
 	if req.Group == nil || *req.Group {
@@ -302,10 +296,10 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		err = ErrExited
 	}
 	if err != nil {
-		httpError(w, fmt.Errorf("signal process %s: %w", p.id, err))
+		httpapi.Error(w, fmt.Errorf("signal process %s: %w", p.id, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, p.snapshot())
+	httpapi.WriteJSON(w, http.StatusOK, p.snapshot())
 }
 
 // handleWait waits for the process to end, or ?timeout=SECONDS, and
@@ -313,14 +307,14 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 	p, err := s.procs.get(r.PathValue("id"))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	var timeout <-chan time.Time
 	if v := r.URL.Query().Get("timeout"); v != "" {
 		secs, err := strconv.ParseFloat(v, 64)
 		if err != nil || secs < 0 || secs != secs {
-			httpError(w, badRequest{fmt.Errorf("timeout %q is not a non-negative number of seconds", v)})
+			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("timeout %q is not a non-negative number of seconds", v)))
 			return
 		}
 		t := time.NewTimer(time.Duration(secs * float64(time.Second)))
@@ -333,7 +327,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	writeJSON(w, http.StatusOK, p.snapshot())
+	httpapi.WriteJSON(w, http.StatusOK, p.snapshot())
 }
 
 // terminating reports whether sig is one a user sends to stop a command.

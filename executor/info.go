@@ -16,10 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/cgroup"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
 )
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Info())
+	httpapi.WriteJSON(w, http.StatusOK, s.Info())
 }
 
 // Info gathers what GET /v1/info answers.
@@ -30,11 +32,11 @@ func (s *Server) Info() *api.Info {
 		API:           api.Version,
 		PID:           os.Getpid(),
 		CPUs:          runtime.NumCPU(),
-		CPU:           readCPU(s.cpu),
+		CPU:           s.cpuInfo(),
 		StartedAt:     s.started,
 		UptimeSeconds: now.Sub(s.started).Seconds(),
 		IdleSeconds:   now.Sub(time.Unix(0, s.active.Load())).Seconds(),
-		Memory:        readMemory(),
+		Memory:        readMemory(s.cgroup),
 		Disk:          statDisk("/"),
 		Processes:     s.procs.running(),
 		Reaper:        s.reaper.Mode().String(),
@@ -48,23 +50,11 @@ func (s *Server) Info() *api.Info {
 	return info
 }
 
-// readMemory reads the sandbox's memory use from its cgroup (v2, then v1),
-// falling back to /proc/meminfo.
-func readMemory() api.Memory {
-	if used, ok := readUint("/sys/fs/cgroup/memory.current"); ok {
-		m := api.Memory{Source: "cgroup2", UsedBytes: used}
-		m.LimitBytes, _ = readUint("/sys/fs/cgroup/memory.max") // "max": no limit
-		return m
-	}
-	for _, dir := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup"} {
-		if used, ok := readUint(dir + "/memory.usage_in_bytes"); ok {
-			m := api.Memory{Source: "cgroup1", UsedBytes: used}
-			// v1 reports "no limit" as a huge page-rounded number.
-			if lim, ok := readUint(dir + "/memory.limit_in_bytes"); ok && lim < 1<<62 {
-				m.LimitBytes = lim
-			}
-			return m
-		}
+// readMemory reads the sandbox's memory use from its cgroup, falling back
+// to /proc/meminfo.
+func readMemory(cg cgroup.Reader) api.Memory {
+	if m, ok := cg.Memory(); ok {
+		return api.Memory{Source: m.Source, UsedBytes: m.Used, LimitBytes: m.Limit}
 	}
 	m := api.Memory{Source: "meminfo"}
 	b, err := os.ReadFile("/proc/meminfo")
@@ -94,15 +84,6 @@ func readMemory() api.Memory {
 	return m
 }
 
-func readUint(path string) (uint64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	return v, err == nil
-}
-
 func statDisk(path string) api.Disk {
 	d := api.Disk{Path: path}
 	var st unix.Statfs_t
@@ -113,39 +94,11 @@ func statDisk(path string) api.Disk {
 	return d
 }
 
-// cpuSampler reads the sandbox's CPU time.
-type cpuSampler struct{}
-
-// cgroupCPUFiles are where the CPU time of the sandbox's cgroup is read,
-// in order: cgroup v2, then v1 (cpuacct mounted alone or with cpu).
-var cgroupCPUFiles = []struct{ source, path string }{
-	{"cgroup2", "/sys/fs/cgroup/cpu.stat"},
-	{"cgroup1", "/sys/fs/cgroup/cpuacct/cpuacct.usage"},
-	{"cgroup1", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"},
-	{"cgroup1", "/sys/fs/cgroup/cpuacct.usage"},
-}
-
-// read returns the CPU time used so far and where it was read; "proc"
-// (the whole machine, /proc/stat) when no cgroup file is readable.
-func (cpuSampler) read() (time.Duration, string) {
-	for _, f := range cgroupCPUFiles {
-		b, err := os.ReadFile(f.path)
-		if err != nil {
-			continue
-		}
-		if f.source == "cgroup2" {
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-					if us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
-						return time.Duration(us) * time.Microsecond, f.source
-					}
-				}
-			}
-			continue
-		}
-		if ns, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
-			return time.Duration(ns), f.source
-		}
+// readCPU reads the CPU time the sandbox used so far and where it was
+// read: its cgroup, else "proc" (the whole machine, /proc/stat).
+func readCPU(cg cgroup.Reader) (time.Duration, string) {
+	if used, src, ok := cg.CPU(); ok {
+		return used, src
 	}
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -165,44 +118,16 @@ func (cpuSampler) read() (time.Duration, string) {
 	return time.Duration(jiffies) * (time.Second / 100), "proc" // USER_HZ is 100 on Linux
 }
 
-// cpuLimit returns the cgroup's CPU quota in CPUs, 0 for none.
-func cpuLimit() float64 {
-	if b, err := os.ReadFile("/sys/fs/cgroup/cpu.max"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) == 2 && f[0] != "max" {
-			q, err1 := strconv.ParseFloat(f[0], 64)
-			p, err2 := strconv.ParseFloat(f[1], 64)
-			if err1 == nil && err2 == nil && p > 0 {
-				return q / p
-			}
-		}
-		return 0
-	}
-	for _, dir := range []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"} {
-		b1, err1 := os.ReadFile(dir + "/cpu.cfs_quota_us")
-		b2, err2 := os.ReadFile(dir + "/cpu.cfs_period_us")
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		q, err1 := strconv.ParseFloat(strings.TrimSpace(string(b1)), 64)
-		p, err2 := strconv.ParseFloat(strings.TrimSpace(string(b2)), 64)
-		if err1 == nil && err2 == nil && q > 0 && p > 0 {
-			return q / p
-		}
-		return 0
-	}
-	return 0
-}
-
-func readCPU(c cpuSampler) api.CPU {
-	used, src := c.read()
-	return api.CPU{Source: src, UsageSeconds: used.Seconds(), LimitCPUs: cpuLimit()}
+// cpuInfo is the sandbox's CPU use and quota.
+func (s *Server) cpuInfo() api.CPU {
+	used, src := readCPU(s.cgroup)
+	return api.CPU{Source: src, UsageSeconds: used.Seconds(), LimitCPUs: s.cgroup.CPULimit()}
 }
 
 // cpuPercent measures the CPU use over 100 ms, as OpenHands does (100 is
 // one CPU busy).
-func (c cpuSampler) percent(ctx context.Context) float64 {
-	u0, _ := c.read()
+func cpuPercent(ctx context.Context, cg cgroup.Reader) float64 {
+	u0, _ := readCPU(cg)
 	t0 := time.Now()
 	t := time.NewTimer(100 * time.Millisecond)
 	defer t.Stop()
@@ -211,7 +136,7 @@ func (c cpuSampler) percent(ctx context.Context) float64 {
 	case <-ctx.Done():
 		return 0
 	}
-	u1, _ := c.read()
+	u1, _ := readCPU(cg)
 	wall := time.Since(t0)
 	if u1 < u0 || wall <= 0 {
 		return 0
@@ -220,35 +145,9 @@ func (c cpuSampler) percent(ctx context.Context) float64 {
 }
 
 // readIO returns the bytes the sandbox read from and wrote to block
-// devices (cgroup v2 io.stat, v1 blkio), or the executor's own
-// (/proc/self/io) without a cgroup.
-func readIO() (read, written uint64) {
-	if b, err := os.ReadFile("/sys/fs/cgroup/io.stat"); err == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if v, ok := strings.CutPrefix(f, "rbytes="); ok {
-				n, _ := strconv.ParseUint(v, 10, 64)
-				read += n
-			} else if v, ok := strings.CutPrefix(f, "wbytes="); ok {
-				n, _ := strconv.ParseUint(v, 10, 64)
-				written += n
-			}
-		}
-		return read, written
-	}
-	if b, err := os.ReadFile("/sys/fs/cgroup/blkio/blkio.throttle.io_service_bytes"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) != 3 {
-				continue
-			}
-			n, _ := strconv.ParseUint(f[2], 10, 64)
-			switch f[1] {
-			case "Read":
-				read += n
-			case "Write":
-				written += n
-			}
-		}
+// devices (its cgroup), or the executor's own (/proc/self/io) without one.
+func readIO(cg cgroup.Reader) (read, written uint64) {
+	if read, written, ok := cg.IO(); ok {
 		return read, written
 	}
 	b, err := os.ReadFile("/proc/self/io")
@@ -271,8 +170,8 @@ func readIO() (read, written uint64) {
 // resources is OpenHands' get_system_stats for the sandbox.
 func (s *Server) resources(ctx context.Context) api.Resources {
 	var res api.Resources
-	res.CPUPercent = s.cpu.percent(ctx)
-	m := readMemory()
+	res.CPUPercent = cpuPercent(ctx, s.cgroup)
+	m := readMemory(s.cgroup)
 	res.Memory.RSS, res.Memory.VMS = m.UsedBytes, m.UsedBytes
 	limit := m.LimitBytes
 	if limit == 0 {
@@ -290,7 +189,7 @@ func (s *Server) resources(ctx context.Context) api.Resources {
 	if u := res.Disk.Used + d.AvailableBytes; u > 0 {
 		res.Disk.Percent = pct(res.Disk.Used, u) // as psutil: of what users may use
 	}
-	res.IO.ReadBytes, res.IO.WriteBytes = readIO()
+	res.IO.ReadBytes, res.IO.WriteBytes = readIO(s.cgroup)
 	return res
 }
 

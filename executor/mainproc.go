@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) startMain(argv []string, out, errOut *os.File) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("start main command: empty argv")
 	}
-	path, err := lookPath(argv[0], s.env, "")
+	path, err := environ.LookPath(argv[0], s.env, "")
 	if err != nil {
 		return fmt.Errorf("start main command: %w", err)
 	}

@@ -24,6 +24,8 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/bash"
 	"github.com/bothy-sandbox/bothy/executor/editor"
 	"github.com/bothy-sandbox/bothy/executor/files"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 )
 
 // The OpenHands dialect: OpenHands' action execution server
@@ -32,45 +34,21 @@ import (
 // where it crashes on a request it could serve it serves it; docs/api.md
 // lists the differences.
 
-// decodeLenient decodes one JSON value, ignoring unknown fields (OpenHands
-// clients send every field of their events), refusing trailing data.
-func decodeLenient(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		if errors.Is(err, io.EOF) {
-			return badRequest{errEmptyBody}
-		}
-		return badRequest{fmt.Errorf("decode request: %w", err)}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badRequest{errors.New("decode request: trailing data after the JSON value")}
-	}
-	return nil
-}
-
 // decodeExecuteAction decodes the body of POST /execute_action.
 func decodeExecuteAction(r io.Reader) (*api.Action, error) {
 	var req api.ExecuteActionRequest
-	if err := decodeLenient(r, &req); err != nil {
+	if err := httpapi.DecodeLenient(r, &req); err != nil {
 		return nil, err
 	}
 	a := req.Action
 	if a == nil {
-		return nil, badRequest{errors.New(`"action" is required`)}
+		return nil, httpapi.BadRequest(errors.New(`"action" is required`))
 	}
 	if a.Action == "" {
-		return nil, badRequest{errors.New(`"action" has no action type`)}
+		return nil, httpapi.BadRequest(errors.New(`"action" has no action type`))
 	}
 	if t := a.Timeout; t != nil && (*t != *t || *t < 0 || *t > 1e9) {
-		return nil, badRequest{fmt.Errorf("timeout %v out of range", *t)}
+		return nil, httpapi.BadRequest(fmt.Errorf("timeout %v out of range", *t))
 	}
 	if len(a.Args) == 0 || bytes.Equal(a.Args, []byte("null")) {
 		a.Args = json.RawMessage("{}")
@@ -81,31 +59,31 @@ func decodeExecuteAction(r io.Reader) (*api.Action, error) {
 // decodeArgs decodes an action's args into v (which holds the defaults).
 func decodeArgs(a *api.Action, v any) error {
 	if err := json.Unmarshal(a.Args, v); err != nil {
-		return badRequest{fmt.Errorf("%s action has the wrong arguments: %w", a.Action, err)}
+		return httpapi.BadRequest(fmt.Errorf("%s action has the wrong arguments: %w", a.Action, err))
 	}
 	return nil
 }
 
 func (s *Server) handleExecuteAction(w http.ResponseWriter, r *http.Request) {
-	body, mem, err := s.jsonBody(w, r)
+	body, mem, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	a, err := decodeExecuteAction(body)
 	if err != nil {
-		mem.release()
-		httpError(w, err)
+		mem.Release()
+		httpapi.Error(w, err)
 		return
 	}
 	switch a.Action {
 	case api.ActionRead, api.ActionWrite, api.ActionEdit:
 		// Short, and they work on what the body carries.
-		defer mem.release()
+		defer mem.Release()
 	default:
 		// Commands and plugins' actions may run for long: what their body
 		// turned into is small or handed over.
-		mem.release()
+		mem.Release()
 	}
 	if p, ok := s.plugins[a.Action]; ok {
 		s.executePlugin(w, r, p, a)
@@ -126,13 +104,13 @@ func (s *Server) handleExecuteAction(w http.ResponseWriter, r *http.Request) {
 			obs = unavailableObservation(a.Action)
 			break
 		}
-		err = badRequest{fmt.Errorf("action %q is not executed by this runtime (it executes run, read, write, edit, and plugins' actions)", a.Action)}
+		err = httpapi.BadRequest(fmt.Errorf("action %q is not executed by this runtime (it executes run, read, write, edit, and plugins' actions)", a.Action))
 	}
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, obs)
+	httpapi.WriteJSON(w, http.StatusOK, obs)
 }
 
 // workingDir is where relative paths of file actions start: the default
@@ -159,7 +137,7 @@ func (s *Server) actionRun(ctx context.Context, a *api.Action) (*api.Observation
 		return nil, err
 	}
 	if args.Command == nil {
-		return nil, badRequest{errors.New("run action: command is required")}
+		return nil, httpapi.BadRequest(errors.New("run action: command is required"))
 	}
 	req := bash.RunRequest{Command: *args.Command, IsInput: args.IsInput, Blocking: args.Blocking}
 	if a.Timeout != nil {
@@ -168,7 +146,7 @@ func (s *Server) actionRun(ctx context.Context, a *api.Action) (*api.Observation
 	var sess *bash.Session
 	var err error
 	if args.IsStatic && (s.closing.Load() || s.baseCtx.Err() != nil) {
-		return nil, ErrShuttingDown
+		return nil, httpapi.ErrShuttingDown
 	}
 	if args.IsStatic {
 		// A fresh shell for this command only (OpenHands leaves it running;
@@ -194,12 +172,12 @@ func (s *Server) actionRun(ctx context.Context, a *api.Action) (*api.Observation
 		sess, err = s.session(ctx, api.DefaultSession)
 	}
 	if err != nil {
-		if errors.Is(err, ErrShuttingDown) {
+		if errors.Is(err, httpapi.ErrShuttingDown) {
 			return nil, err
 		}
 		return api.ErrorObservationOf(err.Error()), nil
 	}
-	res, _, err := runSession(ctx, sess, req)
+	res, _, err := s.runSession(ctx, sess, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -251,7 +229,7 @@ func (s *Server) actionRead(ctx context.Context, a *api.Action) (*api.Observatio
 		return nil, err
 	}
 	if args.Path == nil {
-		return nil, badRequest{errors.New("read action: path is required")}
+		return nil, httpapi.BadRequest(errors.New("read action: path is required"))
 	}
 	switch args.ImplSource {
 	case api.ImplSourceOHACI:
@@ -267,16 +245,16 @@ func (s *Server) actionRead(ctx context.Context, a *api.Action) (*api.Observatio
 		return readObservation(p, content, api.ImplSourceOHACI), nil
 	case "", api.ImplSourceDefault:
 	default:
-		return nil, badRequest{fmt.Errorf("read action: unknown impl_source %q", args.ImplSource)}
+		return nil, httpapi.BadRequest(fmt.Errorf("read action: unknown impl_source %q", args.ImplSource))
 	}
 
 	wd := s.workingDir()
 	p := s.resolve(*args.Path)
-	mem, err := s.reserveFile(ctx, p, readCost(files.DefaultMaxReadBytes))
+	mem, err := s.bodies.ReserveFile(ctx, p, budget.ReadCost(files.DefaultMaxReadBytes))
 	if err != nil {
 		return nil, err
 	}
-	defer mem.release()
+	defer mem.Release()
 	if mt, ok := videoTypes[strings.ToLower(filepath.Ext(p))]; ok {
 		return readMedia(ctx, p, mt, wd)
 	}
@@ -388,7 +366,7 @@ func pyReadLines(text string, start, end int) string {
 	return pySliceText(text, n, begin, end)
 }
 
-// pyInsertLines is OpenHands' insert_lines of content.split("\n") into
+// pyInsertLines is OpenHands' insert_lines of content.Split("\n") into
 // the lines of original: each inserted line ends with "\n", so the
 // inserted text is content and a "\n".
 func pyInsertLines(content, original string, start, end int) string {
@@ -434,16 +412,16 @@ func (s *Server) actionWrite(ctx context.Context, a *api.Action) (*api.Observati
 		return nil, err
 	}
 	if args.Path == nil || args.Content == nil {
-		return nil, badRequest{errors.New("write action: path and content are required")}
+		return nil, httpapi.BadRequest(errors.New("write action: path and content are required"))
 	}
 	p := s.resolve(*args.Path)
 	// The file is read whole to insert the content into it: up to the
 	// editor's limit, and within the request memory budget.
-	mem, err := s.reserveFile(ctx, p, writeCost)
+	mem, err := s.bodies.ReserveFile(ctx, p, writeCost)
 	if err != nil {
 		return nil, err
 	}
-	defer mem.release()
+	defer mem.Release()
 	var text string
 	mode := fs.FileMode(0o664) // OpenHands' mode for new files
 	old, err := files.Read(ctx, p, files.ReadOptions{MaxBytes: editor.DefaultMaxFileSize})
@@ -478,14 +456,14 @@ func (s *Server) actionEdit(ctx context.Context, a *api.Action) (*api.Observatio
 		return nil, err
 	}
 	if args.Path == nil {
-		return nil, badRequest{errors.New("edit action: path is required")}
+		return nil, httpapi.BadRequest(errors.New("edit action: path is required"))
 	}
 	switch args.ImplSource {
 	case "", api.ImplSourceOHACI:
 	case api.ImplSourceLLMBasedEdit:
-		return nil, badRequest{errors.New("edit action: impl_source llm_based_edit is done by the OpenHands client with its LLM; only oh_aci edits are executed here")}
+		return nil, httpapi.BadRequest(errors.New("edit action: impl_source llm_based_edit is done by the OpenHands client with its LLM; only oh_aci edits are executed here"))
 	default:
-		return nil, badRequest{fmt.Errorf("edit action: unknown impl_source %q", args.ImplSource)}
+		return nil, httpapi.BadRequest(fmt.Errorf("edit action: unknown impl_source %q", args.ImplSource))
 	}
 	p := *args.Path
 	extras := api.FileEditExtras{Path: p, OldContent: args.OldStr, NewContent: args.NewStr, ImplSource: api.ImplSourceOHACI}
@@ -501,11 +479,11 @@ func (s *Server) actionEdit(ctx context.Context, a *api.Action) (*api.Observatio
 		n, _ := strconv.Atoi(il)
 		cmd.InsertLine = &n
 	}
-	mem, err := s.reserveFile(ctx, p, editorCost)
+	mem, err := s.bodies.ReserveFile(ctx, p, editorCost)
 	if err != nil {
 		return nil, err
 	}
-	defer mem.release()
+	defer mem.Release()
 	res, err := s.editor.Do(ctx, cmd)
 	content, err := editorOutput(res.Output, err)
 	if err != nil {
@@ -531,7 +509,7 @@ func parseInsertLine(raw json.RawMessage) (string, bool, error) {
 	}
 	var str string
 	if err := json.Unmarshal(raw, &str); err != nil {
-		return "", false, badRequest{fmt.Errorf("edit action: insert_line %s is not an integer", raw)}
+		return "", false, httpapi.BadRequest(fmt.Errorf("edit action: insert_line %s is not an integer", raw))
 	}
 	if n, err := strconv.Atoi(strings.TrimSpace(str)); err == nil {
 		return strconv.Itoa(n), true, nil
@@ -550,24 +528,24 @@ func (s *Server) handleUploadFile(w http.ResponseWriter, r *http.Request) {
 		dest = "/"
 	}
 	if !filepath.IsAbs(dest) {
-		httpError(w, badRequest{errors.New("Destination must be an absolute path")})
+		httpapi.Error(w, httpapi.BadRequest(errors.New("Destination must be an absolute path")))
 		return
 	}
 	recursive := false
 	if v := q.Get("recursive"); v != "" {
 		var ok bool
-		if recursive, ok = parseBool(v); !ok {
-			httpError(w, badRequest{fmt.Errorf("recursive %q is not a boolean", v)})
+		if recursive, ok = httpapi.ParseBool(v); !ok {
+			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("recursive %q is not a boolean", v)))
 			return
 		}
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "multipart/form-data" {
-		httpError(w, badRequest{errors.New(`upload_file takes a multipart/form-data body with a "file" part`)})
+		httpapi.Error(w, httpapi.BadRequest(errors.New(`upload_file takes a multipart/form-data body with a "file" part`)))
 		return
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		httpError(w, badRequest{fmt.Errorf("read multipart body: %w", err)})
+		httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("read multipart body: %w", err)))
 		return
 	}
 	for {
@@ -576,21 +554,21 @@ func (s *Server) handleUploadFile(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if err != nil {
-			httpError(w, badRequest{fmt.Errorf("read multipart body: %w", err)})
+			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("read multipart body: %w", err)))
 			return
 		}
 		if part.FormName() != "file" {
 			part.Close()
 			continue
 		}
-		name, err := uploadName(part)
+		name, err := httpapi.UploadName(part)
 		if err != nil {
-			httpError(w, err)
+			httpapi.Error(w, err)
 			return
 		}
 		ctx := r.Context()
 		if err := mkdirAll(dest); err != nil {
-			httpError(w, err)
+			httpapi.Error(w, err)
 			return
 		}
 		if recursive {
@@ -600,13 +578,13 @@ func (s *Server) handleUploadFile(w http.ResponseWriter, r *http.Request) {
 		}
 		part.Close()
 		if err != nil {
-			httpError(w, err)
+			httpapi.Error(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.UploadFileResult{Filename: name, Destination: dest, Recursive: recursive})
+		httpapi.WriteJSON(w, http.StatusOK, api.UploadFileResult{Filename: name, Destination: dest, Recursive: recursive})
 		return
 	}
-	httpError(w, badRequest{errors.New(`multipart body has no "file" part`)})
+	httpapi.Error(w, httpapi.BadRequest(errors.New(`multipart body has no "file" part`)))
 }
 
 func mkdirAll(dir string) error {
@@ -624,7 +602,7 @@ func mkdirAll(dir string) error {
 func (s *Server) handleDownloadFiles(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query().Get("path")
 	if !filepath.IsAbs(p) {
-		httpError(w, badRequest{errors.New("Path must be an absolute path")})
+		httpapi.Error(w, httpapi.BadRequest(errors.New("Path must be an absolute path")))
 		return
 	}
 	s.download(w, r, p, files.FormatZip)
@@ -633,15 +611,15 @@ func (s *Server) handleDownloadFiles(w http.ResponseWriter, r *http.Request) {
 // handleListFiles is OpenHands' POST /list_files.
 func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 	var req api.ListFilesRequest
-	body, mem, err := s.jsonBody(w, r)
+	body, mem, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	err = decodeLenient(body, &req)
-	mem.release()
-	if err != nil && !errors.Is(err, errEmptyBody) { // no body: the working directory
-		httpError(w, err)
+	err = httpapi.DecodeLenient(body, &req)
+	mem.Release()
+	if err != nil && !errors.Is(err, httpapi.ErrEmptyBody) { // no body: the working directory
+		httpapi.Error(w, err)
 		return
 	}
 	dir := s.cwd
@@ -657,7 +635,7 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("list files", "path", dir, "err", err)
 		names = []string{}
 	}
-	writeJSON(w, http.StatusOK, names)
+	httpapi.WriteJSON(w, http.StatusOK, names)
 }
 
 func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
@@ -667,5 +645,5 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 		IdleTime:  now.Sub(time.Unix(0, s.active.Load())).Seconds(),
 		Resources: s.resources(r.Context()),
 	}
-	writeJSON(w, http.StatusOK, &info)
+	httpapi.WriteJSON(w, http.StatusOK, &info)
 }

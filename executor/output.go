@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 )
 
 const (
@@ -41,7 +43,7 @@ var (
 type capture struct{ stdout, stderr *capBuffer }
 
 // newCapture returns a capture of at most max bytes per stream.
-func newCapture(max int, budget *outBudget) *capture {
+func newCapture(max int, budget *budget.Output) *capture {
 	return &capture{stdout: newCapBuffer(max, budget), stderr: newCapBuffer(max, budget)}
 }
 
@@ -107,7 +109,7 @@ const outputFloor = 4 << 10
 // the rest as dropped.
 type capBuffer struct {
 	max     int
-	budget  *outBudget
+	budget  *budget.Output
 	held    int64 // bytes drawn from budget
 	alloc   int   // bytes allocated (head blocks and tail)
 	starve  bool  // the budget refused: keep no more
@@ -126,7 +128,7 @@ const (
 	capBlock   = 64 << 10
 )
 
-func newCapBuffer(max int, budget *outBudget) *capBuffer {
+func newCapBuffer(max int, budget *budget.Output) *capBuffer {
 	return &capBuffer{max: max, budget: budget}
 }
 
@@ -134,7 +136,7 @@ func newCapBuffer(max int, budget *outBudget) *capBuffer {
 // to want, drawing what it lacks from the budget.
 func (b *capBuffer) allow(want int) int {
 	if need := int64(b.alloc+want) - outputFloor - b.held; need > 0 {
-		got := b.budget.grab(need)
+		got := b.budget.Grab(need)
 		b.held += got
 		if got < need {
 			b.starve = true
@@ -146,7 +148,7 @@ func (b *capBuffer) allow(want int) int {
 // release gives the buffer's memory back to the budget; the buffer must
 // not be used afterwards.
 func (b *capBuffer) release() {
-	b.budget.give(b.held)
+	b.budget.Give(b.held)
 	b.held = 0
 	b.head, b.tail = nil, nil
 }
@@ -338,7 +340,7 @@ type outputLog struct {
 	start  int64 // offset of the first retained byte
 	end    int64 // offset past the last byte
 	limit  int64
-	budget *outBudget
+	budget *budget.Output
 	held   int64 // bytes drawn from budget
 	mem    int64 // bytes allocated for retained chunks
 	closed bool
@@ -348,7 +350,7 @@ type outputLog struct {
 // chunkOverhead is what a retained chunk costs besides its data.
 const chunkOverhead = 64
 
-func newOutputLog(limit int, budget *outBudget) *outputLog {
+func newOutputLog(limit int, budget *budget.Output) *outputLog {
 	return &outputLog{limit: int64(max(limit, 2*readBufSize)), budget: budget, wake: make(chan struct{})}
 }
 
@@ -368,7 +370,7 @@ func (l *outputLog) write(stream uint8, p []byte) {
 	// Retain at most limit bytes of output, in at most what the floor and
 	// the budget allow of memory.
 	if need := l.mem - outputFloor - l.held; need > 0 && l.held < l.limit {
-		l.held += l.budget.grab(min(need, l.limit-l.held))
+		l.held += l.budget.Grab(min(need, l.limit-l.held))
 	}
 	for (l.end-l.start > l.limit || l.mem > outputFloor+l.held) && len(l.chunks) > 1 {
 		l.mem -= int64(cap(l.chunks[0].data)) + chunkOverhead
@@ -385,7 +387,7 @@ func (l *outputLog) write(stream uint8, p []byte) {
 // it any more.
 func (l *outputLog) release() {
 	l.mu.Lock()
-	l.budget.give(l.held)
+	l.budget.Give(l.held)
 	l.held = 0
 	l.mu.Unlock()
 }

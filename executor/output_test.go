@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 )
 
 func TestCapBufferKeepsBothEnds(t *testing.T) {
@@ -126,15 +128,15 @@ func FuzzCapBuffer(f *testing.F) {
 	f.Add([]byte("héllo wörld 😀"), uint16(7), uint8(3), uint16(0))
 	f.Add(bytes.Repeat([]byte("€"), 5000), uint16(9000), uint8(200), uint16(5000))
 	f.Add([]byte("\xff\xfeabc"), uint16(2), uint8(1), uint16(1))
-	f.Fuzz(func(t *testing.T, in []byte, limit uint16, piece uint8, budget uint16) {
+	f.Fuzz(func(t *testing.T, in []byte, limit uint16, piece uint8, room uint16) {
 		if limit == 0 || piece == 0 || len(in) == 0 {
 			return
 		}
 		// Repeat the input so heads span blocks.
 		in = bytes.Repeat(in, 1+int(limit)/len(in))
-		var ob *outBudget
-		if budget > 0 {
-			ob = &outBudget{max: int64(budget)}
+		var ob *budget.Output
+		if room > 0 {
+			ob = budget.NewOutput(int64(room), nil)
 		}
 		b := newCapBuffer(int(limit), ob)
 		for _, c := range chunks(string(in), int(piece)) {
@@ -159,8 +161,8 @@ func FuzzCapBuffer(f *testing.F) {
 			t.Fatalf("valid input, invalid capture %q", got)
 		}
 		b.release()
-		if ob != nil && ob.used.Load() != 0 {
-			t.Fatalf("budget still lent: %d", ob.used.Load())
+		if ob != nil && ob.Used() != 0 {
+			t.Fatalf("budget still lent: %d", ob.Used())
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
 )
 
 // Plugin serves OpenHands action types the core does not execute
@@ -104,10 +105,10 @@ func (s *Server) executePlugin(w http.ResponseWriter, r *http.Request, p Plugin,
 	}
 	obs, err := p.Execute(r.Context(), a)
 	if err != nil {
-		httpError(w, fmt.Errorf("plugin %s: %s: %w", p.Name(), a.Action, err))
+		httpapi.Error(w, fmt.Errorf("plugin %s: %s: %w", p.Name(), a.Action, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, obs)
+	httpapi.WriteJSON(w, http.StatusOK, obs)
 }
 
 func (s *Server) handleVSCodeToken(w http.ResponseWriter, r *http.Request) {
@@ -118,5 +119,5 @@ func (s *Server) handleVSCodeToken(w http.ResponseWriter, r *http.Request) {
 			tok.Token = &t
 		}
 	}
-	writeJSON(w, http.StatusOK, &tok)
+	httpapi.WriteJSON(w, http.StatusOK, &tok)
 }

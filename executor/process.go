@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +18,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
+	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
@@ -65,14 +68,14 @@ type process struct {
 // the reservation of the request's body: it keeps the part that stands for
 // the initial stdin until that is written, and releases the rest once the
 // process runs.
-func (s *Server) start(req *api.RunRequest, res *reservation, out sink) (*process, error) {
-	defer res.release()
+func (s *Server) start(req *api.RunRequest, res *budget.Reservation, out sink) (*process, error) {
+	defer res.Release()
 	if s.closing.Load() || s.baseCtx.Err() != nil {
-		return nil, ErrShuttingDown
+		return nil, httpapi.ErrShuttingDown
 	}
 	if s.running.Add(1) > int64(s.opts.MaxProcesses) {
 		s.running.Add(-1)
-		return nil, fmt.Errorf("start: %d processes are running, the most the executor runs at once: %w", s.opts.MaxProcesses, ErrLimit)
+		return nil, fmt.Errorf("start: %d processes are running, the most the executor runs at once: %w", s.opts.MaxProcesses, httpapi.ErrLimit)
 	}
 	started := false
 	defer func() {
@@ -80,7 +83,7 @@ func (s *Server) start(req *api.RunRequest, res *reservation, out sink) (*proces
 			s.running.Add(-1)
 		}
 	}()
-	env := s.mergeEnv(req.Env)
+	env := environ.Merge(s.env, req.Env)
 	var path string
 	var argv []string
 	if req.Cmd != "" {
@@ -88,8 +91,8 @@ func (s *Server) start(req *api.RunRequest, res *reservation, out sink) (*proces
 	} else {
 		argv = req.Argv
 		var err error
-		if path, err = lookPath(argv[0], env, req.Cwd); err != nil {
-			return nil, startError{fmt.Errorf("start %s: %w", argv[0], err)}
+		if path, err = environ.LookPath(argv[0], env, req.Cwd); err != nil {
+			return nil, httpapi.WithStatus(http.StatusBadRequest, api.CodeStartFailed, fmt.Errorf("start %s: %w", argv[0], err))
 		}
 	}
 
@@ -127,12 +130,12 @@ func (s *Server) start(req *api.RunRequest, res *reservation, out sink) (*proces
 		Files: []*os.File{childIn, outW, errW},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
-	oomBefore, oomKnown := oomKills()
+	oomBefore, oomKnown := s.cgroup.OOMKills()
 	proc, err := s.reaper.StartProcess(path, argv, attr)
 	closeAll(stdinR, outW, errW)
 	if err != nil {
 		closeAll(stdinW, outR, errR)
-		return nil, startError{fmt.Errorf("start %s: %w", argv[0], err)}
+		return nil, httpapi.WithStatus(http.StatusBadRequest, api.CodeStartFailed, fmt.Errorf("start %s: %w", argv[0], err))
 	}
 	p.proc, p.started, p.stdin, p.stdinPipe = proc, proc.Started, stdinW, stdinW
 	p.oomBefore, p.oomKnown = oomBefore, oomKnown
@@ -140,19 +143,19 @@ func (s *Server) start(req *api.RunRequest, res *reservation, out sink) (*proces
 	s.procs.add(p)
 
 	if initial != nil {
-		hold := res.split(int64(len(initial)))
+		hold := res.Split(int64(len(initial)))
 		if req.StdinOpen {
 			p.stdinMu.Lock() // writes queue behind the initial data
 			go func() {
 				defer p.stdinMu.Unlock()
-				defer hold.release()
+				defer hold.Release()
 				p.stdin.Write(initial)
 			}()
 		} else {
 			go func() {
 				p.stdinMu.Lock()
 				defer p.stdinMu.Unlock()
-				defer hold.release()
+				defer hold.Release()
 				p.stdin.Write(initial)
 				p.stdin.Close()
 				p.stdin = nil
@@ -369,7 +372,7 @@ func (p *process) supervise(outR, errR *os.File) {
 	}
 	st, _ := p.proc.Status()
 	if st.Signal == syscall.SIGKILL && p.oomKnown && !p.timedOut.Load() {
-		if n, ok := oomKills(); ok && n > p.oomBefore {
+		if n, ok := p.s.cgroup.OOMKills(); ok && n > p.oomBefore {
 			st.OOMKilled = true
 		}
 	}
@@ -460,7 +463,7 @@ func (p *process) copyStdin(ctx context.Context, r io.Reader, closeIt bool) (int
 			break
 		}
 		if rerr != nil {
-			return total, badRequestOr(rerr)
+			return total, httpapi.ReadError(rerr)
 		}
 	}
 	if f == nil && !closeIt {
@@ -540,62 +543,6 @@ func outputEvent(ev *api.Event, stream uint8, off int64, data []byte) {
 	} else {
 		ev.B64 = data
 	}
-}
-
-// mergeEnv returns the base environment with over applied.
-func (s *Server) mergeEnv(over map[string]string) []string {
-	if len(over) == 0 {
-		return s.env
-	}
-	env := make([]string, 0, len(s.env)+len(over))
-	for _, kv := range s.env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := over[k]; !ok {
-			env = append(env, kv)
-		}
-	}
-	keys := make([]string, 0, len(over))
-	for k := range over {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+over[k])
-	}
-	return env
-}
-
-// lookPath resolves name like execvp, with the PATH of env; relative PATH
-// entries and names with a slash are relative to cwd (the child's
-// working directory), which os.StartProcess applies itself.
-func lookPath(name string, env []string, cwd string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], "PATH="); ok {
-			path = v
-			break
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		cand := filepath.Join(dir, name)
-		probe := cand
-		if !filepath.IsAbs(probe) && cwd != "" {
-			probe = filepath.Join(cwd, probe)
-		}
-		if fi, err := os.Stat(probe); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			if !filepath.IsAbs(cand) {
-				cand = "./" + cand
-			}
-			return cand, nil
-		}
-	}
-	return "", fmt.Errorf("executable %q not found in PATH: %w", name, fs.ErrNotExist)
 }
 
 // procTable holds the processes by id.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bothy-sandbox/bothy/executor/cgroup"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
@@ -82,7 +83,12 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		log.Warn("make the executor non-dumpable", "err", err)
 	}
-	sandboxLimit := readMemory().LimitBytes
+	cg := cfg.Server.Cgroup
+	if cg == nil {
+		cg = cgroup.Default
+	}
+	sandboxMem, _ := cg.Memory()
+	sandboxLimit := sandboxMem.Limit
 	if lim := memoryLimit(cfg.MemoryLimit, os.Getenv("GOMEMLIMIT"), sandboxLimit); lim > 0 {
 		debug.SetMemoryLimit(lim)
 		log.Debug("memory limit", "bytes", lim)

@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,7 +19,11 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/bash"
+	"github.com/bothy-sandbox/bothy/executor/cgroup"
 	"github.com/bothy-sandbox/bothy/executor/editor"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
+	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
@@ -116,6 +119,9 @@ type Options struct {
 	// Plugins serve the OpenHands actions the core does not (Jupyter,
 	// browser) and the VS Code token.
 	Plugins []Plugin
+	// Cgroup reads the sandbox's cgroup (memory, CPU, I/O, OOM kills);
+	// nil means cgroup.Default, the one at /sys/fs/cgroup.
+	Cgroup cgroup.Reader
 }
 
 // Route is one entry of the API. Every route the Server answers is in the
@@ -146,10 +152,11 @@ type Server struct {
 	active  atomic.Int64 // unix nanos of the last non-quiet request edge
 	baseCtx context.Context
 	cancel  context.CancelFunc
-	closing atomic.Bool // shutting down: no new processes
-	reqMem  *memBudget  // memory of requests in flight (Options.RequestMemory)
-	outMem  *outBudget  // retained process output (Options.OutputMemory)
-	freer   memoryReturner
+	closing atomic.Bool     // shutting down: no new processes
+	reqMem  *budget.Memory  // memory of requests in flight (Options.RequestMemory)
+	outMem  *budget.Output  // retained process output (Options.OutputMemory)
+	bodies  *httpapi.Bodies // JSON bodies, within reqMem
+	cgroup  cgroup.Reader
 	running atomic.Int64 // processes started and not yet done
 
 	mainMu sync.Mutex
@@ -160,7 +167,6 @@ type Server struct {
 	sessMeta sync.Map // name → time.Time of creation
 	editor   *editor.Editor
 	plugins  map[string]Plugin // by action type
-	cpu      cpuSampler
 
 	sessMu      sync.Mutex    // serializes session creation against MaxSessions
 	staticSlots chan struct{} // OpenHands' is_static shells running at once
@@ -206,16 +212,20 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxUpload <= 0 {
 		opts.MaxUpload = DefaultMaxUpload
 	}
+	freer := budget.NewReturner(time.Second)
 	s := &Server{opts: opts, log: opts.Logger, started: time.Now(),
-		reqMem: newMemBudget(opts.RequestMemory), outMem: &outBudget{max: opts.OutputMemory}}
-	s.freer.delay = time.Second
-	s.reqMem.idle, s.outMem.idle = s.freer.schedule, s.freer.schedule
+		reqMem: budget.NewMemory(opts.RequestMemory, freer.Schedule), outMem: budget.NewOutput(opts.OutputMemory, freer.Schedule),
+		cgroup: opts.Cgroup}
+	s.bodies = &httpapi.Bodies{Max: opts.MaxRequestBody, Mem: s.reqMem}
+	if s.cgroup == nil {
+		s.cgroup = cgroup.Default
+	}
 	if s.log == nil {
 		s.log = discardLogger()
 	}
 	s.env = opts.Env
 	if s.env == nil {
-		s.env = withoutEnv(os.Environ(), APIKeyEnv)
+		s.env = environ.Without(os.Environ(), APIKeyEnv)
 	}
 	if opts.APIKey != "" {
 		s.auth = true
@@ -331,12 +341,12 @@ func (s *Server) buildHandler() http.Handler {
 		methods := strings.Join(allow[p], ", ")
 		mux.Handle(p, s.wrap(Route{Path: p, Handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", methods)
-			writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
+			httpapi.WriteError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
 				fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, p, methods))
 		}}))
 	}
 	mux.Handle("/", s.wrap(Route{Path: "/", Handler: func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		httpapi.WriteError(w, http.StatusNotFound, api.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	}}))
 	return mux
 }
@@ -345,7 +355,7 @@ func (s *Server) buildHandler() http.Handler {
 func (s *Server) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Public && s.auth && !s.authorized(r) {
-			writeError(w, http.StatusForbidden, api.CodeForbidden, "missing or wrong "+api.APIKeyHeader)
+			httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, "missing or wrong "+api.APIKeyHeader)
 			return
 		}
 		if !rt.Quiet {
@@ -358,7 +368,7 @@ func (s *Server) wrap(rt Route) http.Handler {
 					panic(v)
 				}
 				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-				writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
+				httpapi.WriteError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
 			}
 		}()
 		rt.Handler(w, r)
@@ -421,79 +431,6 @@ func (s *Server) Close() error {
 		s.devNull.Close()
 	})
 	return nil
-}
-
-// withoutEnv drops the variables named name from env.
-func withoutEnv(env []string, name string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if strings.HasPrefix(kv, name+"=") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-// smallBody is the JSON body size decoded without a reservation: requests
-// that small are bounded by the connection cap, and never wait behind
-// large ones.
-const smallBody = 16 << 10
-
-// bodyReadTimeout bounds how long a large JSON body may take to arrive,
-// and so how long a slow sender holds its reservation.
-const bodyReadTimeout = time.Minute
-
-// jsonCost is the memory a JSON body of n bytes stands for while its
-// request runs: the decoder's buffer (up to twice the body), the decoded
-// values, and what handlers derive from them (stdin bytes, file lines).
-func jsonCost(n int64) int64 { return 4*n + smallBody }
-
-// jsonBody returns r's body for a JSON decoder, capped at MaxRequestBody:
-// a body announced larger is refused (413) before anything is read, and a
-// larger one is cut at the cap. A body over smallBody first reserves
-// jsonCost of the request memory budget, waiting for its turn; the caller
-// releases the reservation (nil for a small body) once it no longer holds
-// what it decoded.
-func (s *Server) jsonBody(w http.ResponseWriter, r *http.Request) (io.Reader, *reservation, error) {
-	limit := s.opts.MaxRequestBody
-	if r.ContentLength > limit {
-		return nil, nil, fmt.Errorf("JSON body of %d bytes is over the limit of %d (send large content with PUT /v1/files, an upload, or stdin as application/octet-stream): %w",
-			r.ContentLength, limit, &http.MaxBytesError{Limit: limit})
-	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	n := r.ContentLength
-	if n >= 0 && n <= smallBody {
-		return body, nil, nil
-	}
-	if n < 0 {
-		n = limit
-	}
-	res, err := s.reqMem.acquire(r.Context(), jsonCost(n))
-	if err != nil {
-		return nil, nil, fmt.Errorf("wait for request memory: %w", err)
-	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) != nil {
-		return body, res, nil
-	}
-	return &deadlineReset{r: body, rc: rc}, res, nil
-}
-
-// deadlineReset lifts the body's read deadline once the body is read.
-type deadlineReset struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	done bool
-}
-
-func (d *deadlineReset) Read(p []byte) (int, error) {
-	n, err := d.r.Read(p)
-	if err != nil && !d.done {
-		d.done = true
-		d.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

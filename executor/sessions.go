@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/bash"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 )
 
 // sessionDefaults are added to the environment of bash sessions unless it
@@ -31,30 +31,21 @@ const (
 
 // errTooManySessions refuses a session beyond MaxSessions.
 func (s *Server) errTooManySessions() error {
-	return fmt.Errorf("create session: %d sessions exist, the most the executor keeps (delete one): %w", s.opts.MaxSessions, ErrLimit)
+	return fmt.Errorf("create session: %d sessions exist, the most the executor keeps (delete one): %w", s.opts.MaxSessions, httpapi.ErrLimit)
 }
 
 // sessionEnv returns the base environment of bash sessions.
-func sessionEnv(env []string) []string {
-	out := slices.Clone(env)
-	for _, kv := range sessionDefaults {
-		k, _, _ := strings.Cut(kv, "=")
-		if !slices.ContainsFunc(out, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+func sessionEnv(env []string) []string { return environ.WithDefaults(env, sessionDefaults...) }
 
 // decodeSessionRun decodes and validates the body of
 // POST /v1/sessions/{name}/run.
 func decodeSessionRun(r io.Reader) (api.SessionRunRequest, error) {
 	var req api.SessionRunRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := httpapi.Decode(r, &req); err != nil {
 		return req, err
 	}
 	if err := req.Validate(); err != nil {
-		return req, badRequest{fmt.Errorf("invalid request: %w", err)}
+		return req, httpapi.BadRequest(fmt.Errorf("invalid request: %w", err))
 	}
 	return req, nil
 }
@@ -63,13 +54,13 @@ func decodeSessionRun(r io.Reader) (api.SessionRunRequest, error) {
 // (and re-created when its shell has exited).
 func (s *Server) session(ctx context.Context, name string) (*bash.Session, error) {
 	if err := api.ValidSessionName(name); err != nil {
-		return nil, badRequest{err}
+		return nil, httpapi.BadRequest(err)
 	}
 	if name != api.DefaultSession {
 		return s.sessions.Get(name)
 	}
 	if s.closing.Load() || s.baseCtx.Err() != nil {
-		return nil, ErrShuttingDown
+		return nil, httpapi.ErrShuttingDown
 	}
 	// The shell outlives the request that starts it.
 	s.sessMu.Lock()
@@ -104,28 +95,28 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 			list.Sessions = append(list.Sessions, s.sessionInfo(sess))
 		}
 	}
-	writeJSON(w, http.StatusOK, &list)
+	httpapi.WriteJSON(w, http.StatusOK, &list)
 }
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	var req api.SessionCreateRequest
-	body, mem, err := s.jsonBody(w, r)
+	body, mem, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	err = decodeJSON(body, &req)
-	mem.release()
+	err = httpapi.Decode(body, &req)
+	mem.Release()
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	if err := req.Validate(); err != nil {
-		httpError(w, badRequest{fmt.Errorf("invalid request: %w", err)})
+		httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("invalid request: %w", err)))
 		return
 	}
 	if s.closing.Load() || s.baseCtx.Err() != nil {
-		httpError(w, ErrShuttingDown)
+		httpapi.Error(w, httpapi.ErrShuttingDown)
 		return
 	}
 	opts := bash.Options{Name: req.Name, Cwd: req.Cwd, MaxOutput: req.MaxOutput}
@@ -133,7 +124,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		opts.Name = api.DefaultSession
 	}
 	if len(req.Env) > 0 {
-		opts.Env = sessionEnv(s.mergeEnv(req.Env))
+		opts.Env = sessionEnv(environ.Merge(s.env, req.Env))
 	}
 	if req.NoChangeTimeout < 0 {
 		opts.NoChangeTimeout = -1
@@ -142,79 +133,79 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Cwd != "" {
 		if isDir, err := statDir(req.Cwd); err != nil || !isDir {
-			httpError(w, badRequest{fmt.Errorf("cwd %q is not a directory", req.Cwd)})
+			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("cwd %q is not a directory", req.Cwd)))
 			return
 		}
 	}
 	s.sessMu.Lock()
 	if len(s.sessions.List()) >= s.opts.MaxSessions {
 		s.sessMu.Unlock()
-		httpError(w, s.errTooManySessions())
+		httpapi.Error(w, s.errTooManySessions())
 		return
 	}
 	sess, err := s.sessions.Create(context.WithoutCancel(r.Context()), opts)
 	s.sessMu.Unlock()
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	s.sessMeta.Store(sess, time.Now())
-	writeJSON(w, http.StatusCreated, s.sessionInfo(sess))
+	httpapi.WriteJSON(w, http.StatusCreated, s.sessionInfo(sess))
 }
 
 func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := api.ValidSessionName(name); err != nil {
-		httpError(w, badRequest{err})
+		httpapi.Error(w, httpapi.BadRequest(err))
 		return
 	}
 	sess, err := s.sessions.Get(name)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.sessionInfo(sess))
+	httpapi.WriteJSON(w, http.StatusOK, s.sessionInfo(sess))
 }
 
 func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := api.ValidSessionName(name); err != nil {
-		httpError(w, badRequest{err})
+		httpapi.Error(w, httpapi.BadRequest(err))
 		return
 	}
 	sess, err := s.sessions.Get(name)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	info := s.sessionInfo(sess)
 	if err := s.sessions.Delete(name); err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	s.sessMeta.Delete(sess)
 	info.Running, info.Exited = false, true
-	writeJSON(w, http.StatusOK, info)
+	httpapi.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
-	body, mem, err := s.jsonBody(w, r)
+	body, mem, err := s.bodies.JSON(w, r)
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	req, err := decodeSessionRun(body)
-	mem.release() // the command may run for long; its text is handed over
+	mem.Release() // the command may run for long; its text is handed over
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	sess, err := s.session(r.Context(), r.PathValue("name"))
 	if err != nil {
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
-	res, oom, err := runSession(r.Context(), sess, bash.RunRequest{
+	res, oom, err := s.runSession(r.Context(), sess, bash.RunRequest{
 		Command:         req.Command,
 		IsInput:         req.IsInput,
 		Timeout:         api.Seconds(req.Timeout),
@@ -225,12 +216,12 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, bash.ErrExited) {
 			err = fmt.Errorf("session %s: %w (delete it and create it again)", sess.Name(), err)
 		}
-		httpError(w, err)
+		httpapi.Error(w, err)
 		return
 	}
 	out := sessionResult(res)
 	out.OOMKilled = oom
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 func sessionResult(res *bash.Result) *api.SessionResult {
