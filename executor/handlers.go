@@ -19,17 +19,6 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
-var aliveBody = []byte(`{"status":"ok"}` + "\n")
-
-func (s *Server) handleAlive(w http.ResponseWriter, r *http.Request) {
-	if starting := s.startingPlugins(); len(starting) > 0 {
-		httpapi.WriteJSON(w, http.StatusOK, &api.Alive{Status: "ok", Starting: starting})
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(aliveBody)
-}
-
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	body, res, err := s.bodies.JSON(w, r)
 	if err != nil {

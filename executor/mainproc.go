@@ -87,7 +87,8 @@ func (s *Server) MainStatus() (reap.Status, bool) {
 	return s.main.proc.Status()
 }
 
-func (s *Server) mainInfo() *api.MainInfo {
+// Main is the state of the main command, nil without one.
+func (s *Server) Main() *api.MainInfo {
 	s.mainMu.Lock()
 	m := s.main
 	s.mainMu.Unlock()

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/bash"
@@ -237,7 +236,7 @@ func (s *Server) actionRead(ctx context.Context, a *api.Action) (*api.Observatio
 		if filepath.IsAbs(p) && looksBinary(ctx, p) && files.MediaTypeByName(p) == "" {
 			return api.ErrorObservationOf("ERROR_BINARY_FILE"), nil
 		}
-		res, err := s.editor.Do(ctx, editor.Command{Command: "view", Path: p, ViewRange: args.ViewRange})
+		res, err := s.edit.Do(ctx, editor.Command{Command: "view", Path: p, ViewRange: args.ViewRange})
 		content, err := editorOutput(res.Output, err)
 		if err != nil {
 			return nil, err
@@ -479,12 +478,7 @@ func (s *Server) actionEdit(ctx context.Context, a *api.Action) (*api.Observatio
 		n, _ := strconv.Atoi(il)
 		cmd.InsertLine = &n
 	}
-	mem, err := s.bodies.ReserveFile(ctx, p, editorCost)
-	if err != nil {
-		return nil, err
-	}
-	defer mem.Release()
-	res, err := s.editor.Do(ctx, cmd)
+	res, err := s.edit.Do(ctx, cmd)
 	content, err := editorOutput(res.Output, err)
 	if err != nil {
 		return nil, err
@@ -605,7 +599,7 @@ func (s *Server) handleDownloadFiles(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, httpapi.BadRequest(errors.New("Path must be an absolute path")))
 		return
 	}
-	s.download(w, r, p, files.FormatZip)
+	s.files.ServeDownload(w, r, p, files.FormatZip)
 }
 
 // handleListFiles is OpenHands' POST /list_files.
@@ -636,14 +630,4 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 		names = []string{}
 	}
 	httpapi.WriteJSON(w, http.StatusOK, names)
-}
-
-func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	info := api.ServerInfo{
-		Uptime:    now.Sub(s.started).Seconds(),
-		IdleTime:  now.Sub(time.Unix(0, s.active.Load())).Seconds(),
-		Resources: s.resources(r.Context()),
-	}
-	httpapi.WriteJSON(w, http.StatusOK, &info)
 }

@@ -54,13 +54,15 @@ func pluginTable(plugins []Plugin) (map[string]Plugin, error) {
 	return t, nil
 }
 
-// startingPlugins names the plugins not ready yet.
-func (s *Server) startingPlugins() []string {
-	var out []string
+// States reports the state of each plugin.
+func (s *Server) States() []api.PluginState {
+	var out []api.PluginState
 	for _, p := range s.opts.Plugins {
+		st := api.PluginState{Name: p.Name(), State: api.PluginRunning}
 		if !isReady(p) {
-			out = append(out, p.Name())
+			st.State = api.PluginStarting
 		}
+		out = append(out, st)
 	}
 	return out
 }

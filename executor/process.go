@@ -627,3 +627,6 @@ func (t *procTable) running() int {
 	}
 	return n
 }
+
+// Running counts the processes running.
+func (s *Server) Running() int { return s.procs.running() }

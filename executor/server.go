@@ -20,8 +20,10 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/bash"
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
-	"github.com/bothy-sandbox/bothy/executor/editor"
+	"github.com/bothy-sandbox/bothy/executor/editorserver"
+	"github.com/bothy-sandbox/bothy/executor/fileserver"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/info"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 	"github.com/bothy-sandbox/bothy/executor/reap"
@@ -125,15 +127,8 @@ type Options struct {
 }
 
 // Route is one entry of the API. Every route the Server answers is in the
-// table built by (*Server).routes.
-type Route struct {
-	Method  string
-	Path    string // net/http ServeMux pattern path, e.g. /v1/processes/{id}
-	Public  bool   // answered without the API key
-	Quiet   bool   // does not count as activity for idle time
-	Summary string
-	Handler http.HandlerFunc
-}
+// table Routes returns, each service contributing its own.
+type Route = httpapi.Route
 
 // Server is the executor's HTTP API.
 type Server struct {
@@ -148,8 +143,8 @@ type Server struct {
 	devNull *os.File
 	procs   procTable
 	nextID  atomic.Uint64
-	started time.Time
-	active  atomic.Int64 // unix nanos of the last non-quiet request edge
+	active  *activity
+	info    *info.Service
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	closing atomic.Bool     // shutting down: no new processes
@@ -165,7 +160,8 @@ type Server struct {
 	cwd      string
 	sessions *bash.Manager
 	sessMeta sync.Map // name → time.Time of creation
-	editor   *editor.Editor
+	files    *fileserver.Service
+	edit     *editorserver.Service
 	plugins  map[string]Plugin // by action type
 
 	sessMu      sync.Mutex    // serializes session creation against MaxSessions
@@ -213,7 +209,7 @@ func New(opts Options) (*Server, error) {
 		opts.MaxUpload = DefaultMaxUpload
 	}
 	freer := budget.NewReturner(time.Second)
-	s := &Server{opts: opts, log: opts.Logger, started: time.Now(),
+	s := &Server{opts: opts, log: opts.Logger, active: newActivity(),
 		reqMem: budget.NewMemory(opts.RequestMemory, freer.Schedule), outMem: budget.NewOutput(opts.OutputMemory, freer.Schedule),
 		cgroup: opts.Cgroup}
 	s.bodies = &httpapi.Bodies{Max: opts.MaxRequestBody, Mem: s.reqMem}
@@ -260,7 +256,8 @@ func New(opts Options) (*Server, error) {
 		Reaper:          s.reaper,
 	})
 	s.staticSlots = make(chan struct{}, maxStaticSessions)
-	s.editor = editor.New(editor.WithWorkspaceRoot(s.cwd))
+	s.files = fileserver.New(fileserver.Options{MaxUpload: opts.MaxUpload, Bodies: s.bodies, Log: s.log})
+	s.edit = editorserver.New(s.cwd, s.bodies)
 	if s.plugins, err = pluginTable(opts.Plugins); err != nil {
 		s.sessions.Close()
 		if s.ownReap {
@@ -270,7 +267,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
-	s.active.Store(s.started.UnixNano())
+	s.info = info.New(info.Options{
+		Version: Version, Reaper: s.reaper.Mode().String(), Activity: s.active,
+		Processes: s, Plugins: s, Cgroup: s.cgroup,
+	})
 	s.handler = s.buildHandler()
 	return s, nil
 }
@@ -287,9 +287,8 @@ func (s *Server) Routes() []Route { return s.routes() }
 // routes lists every route of the API: the native API under /v1, then the
 // OpenHands dialect.
 func (s *Server) routes() []Route {
-	return []Route{
-		{Method: "GET", Path: "/alive", Public: true, Quiet: true, Summary: "liveness (and plugins still starting)", Handler: s.handleAlive},
-		{Method: "GET", Path: "/v1/info", Quiet: true, Summary: "executor and sandbox information", Handler: s.handleInfo},
+	rts := s.info.Routes()
+	rts = append(rts, []Route{
 		{Method: "GET", Path: "/v1/processes", Summary: "list processes", Handler: s.handleList},
 		{Method: "POST", Path: "/v1/processes", Summary: "start a process (wait, stream or background)", Handler: s.handleStart},
 		{Method: "GET", Path: "/v1/processes/{id}", Summary: "process status", Handler: s.handleGet},
@@ -304,24 +303,17 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/sessions/{name}", Summary: "state of a bash session", Handler: s.handleSessionGet},
 		{Method: "DELETE", Path: "/v1/sessions/{name}", Summary: "close a bash session (kills its jobs)", Handler: s.handleSessionDelete},
 		{Method: "POST", Path: "/v1/sessions/{name}/run", Summary: "run, poll, type into or interrupt a command in a session", Handler: s.handleSessionRun},
-
-		{Method: "GET", Path: "/v1/files", Summary: "read a file (lines, or an image/PDF as a data URL)", Handler: s.handleFileRead},
-		{Method: "PUT", Path: "/v1/files", Summary: "write a file from the raw body", Handler: s.handleFileWrite},
-		{Method: "DELETE", Path: "/v1/files", Summary: "delete a file or directory", Handler: s.handleFileDelete},
-		{Method: "GET", Path: "/v1/files/stat", Summary: "describe a file", Handler: s.handleFileStat},
-		{Method: "GET", Path: "/v1/files/list", Summary: "list a directory", Handler: s.handleFileList},
-		{Method: "POST", Path: "/v1/files/move", Summary: "move or rename", Handler: s.handleFileMove},
-		{Method: "POST", Path: "/v1/files/upload", Summary: "upload files (multipart or raw), unpacking archives on request", Handler: s.handleFileUpload},
-		{Method: "GET", Path: "/v1/files/download", Summary: "download a file, or a directory as zip or tar", Handler: s.handleFileDownload},
-		{Method: "POST", Path: "/v1/editor", Summary: "str_replace_editor command", Handler: s.handleEditor},
-
-		{Method: "GET", Path: "/server_info", Quiet: true, Summary: "OpenHands: uptime, idle time, resources", Handler: s.handleServerInfo},
+	}...)
+	rts = append(rts, s.files.Routes()...)
+	rts = append(rts, s.edit.Routes()...)
+	rts = append(rts, []Route{
 		{Method: "POST", Path: "/execute_action", Summary: "OpenHands: execute an action, answer its observation", Handler: s.handleExecuteAction},
 		{Method: "POST", Path: "/upload_file", Summary: "OpenHands: upload a file, or a zip unpacked when recursive", Handler: s.handleUploadFile},
 		{Method: "GET", Path: "/download_files", Summary: "OpenHands: download a directory as zip (a file as itself)", Handler: s.handleDownloadFiles},
 		{Method: "POST", Path: "/list_files", Summary: "OpenHands: names in a directory, directories first", Handler: s.handleListFiles},
 		{Method: "GET", Path: "/vscode/connection_token", Quiet: true, Summary: "OpenHands: the VS Code connection token (null without the plugin)", Handler: s.handleVSCodeToken},
-	}
+	}...)
+	return rts
 }
 
 func (s *Server) buildHandler() http.Handler {
@@ -359,8 +351,8 @@ func (s *Server) wrap(rt Route) http.Handler {
 			return
 		}
 		if !rt.Quiet {
-			s.touch()
-			defer s.touch()
+			s.active.touch()
+			defer s.active.touch()
 		}
 		defer func() {
 			if v := recover(); v != nil {
@@ -380,7 +372,25 @@ func (s *Server) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
 }
 
-func (s *Server) touch() { s.active.Store(time.Now().UnixNano()) }
+// activity tracks when the server started and when a request that counts
+// as activity last began or ended.
+type activity struct {
+	started time.Time
+	last    atomic.Int64 // unix nanos
+}
+
+func newActivity() *activity {
+	a := &activity{started: time.Now()}
+	a.last.Store(a.started.UnixNano())
+	return a
+}
+
+func (a *activity) touch()                { a.last.Store(time.Now().UnixNano()) }
+func (a *activity) Started() time.Time    { return a.started }
+func (a *activity) LastActive() time.Time { return time.Unix(0, a.last.Load()) }
+
+// Info gathers what GET /v1/info answers.
+func (s *Server) Info() *api.Info { return s.info.Info() }
 
 // Serve answers on ln until ctx is done or Close is called, then stops
 // accepting, gives open requests a moment and closes them. It closes ln.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -132,7 +133,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		opts.NoChangeTimeout = api.Seconds(req.NoChangeTimeout)
 	}
 	if req.Cwd != "" {
-		if isDir, err := statDir(req.Cwd); err != nil || !isDir {
+		if fi, err := os.Stat(req.Cwd); err != nil || !fi.IsDir() {
 			httpapi.Error(w, httpapi.BadRequest(fmt.Errorf("cwd %q is not a directory", req.Cwd)))
 			return
 		}

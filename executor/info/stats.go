@@ -1,14 +1,11 @@
-package executor
+package info
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"math"
-	"net/http"
 	"os"
-	"os/user"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -17,38 +14,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
-	"github.com/bothy-sandbox/bothy/executor/httpapi"
 )
-
-func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
-	httpapi.WriteJSON(w, http.StatusOK, s.Info())
-}
-
-// Info gathers what GET /v1/info answers.
-func (s *Server) Info() *api.Info {
-	now := time.Now()
-	info := &api.Info{
-		Version:       Version,
-		API:           api.Version,
-		PID:           os.Getpid(),
-		CPUs:          runtime.NumCPU(),
-		CPU:           s.cpuInfo(),
-		StartedAt:     s.started,
-		UptimeSeconds: now.Sub(s.started).Seconds(),
-		IdleSeconds:   now.Sub(time.Unix(0, s.active.Load())).Seconds(),
-		Memory:        readMemory(s.cgroup),
-		Disk:          statDisk("/"),
-		Processes:     s.procs.running(),
-		Reaper:        s.reaper.Mode().String(),
-		Main:          s.mainInfo(),
-	}
-	info.Hostname, _ = os.Hostname()
-	info.User = api.User{UID: os.Getuid(), GID: os.Getgid()}
-	if u, err := user.LookupId(strconv.Itoa(info.User.UID)); err == nil {
-		info.User.Name, info.User.Home = u.Username, u.HomeDir
-	}
-	return info
-}
 
 // readMemory reads the sandbox's memory use from its cgroup, falling back
 // to /proc/meminfo.
@@ -118,10 +84,10 @@ func readCPU(cg cgroup.Reader) (time.Duration, string) {
 	return time.Duration(jiffies) * (time.Second / 100), "proc" // USER_HZ is 100 on Linux
 }
 
-// cpuInfo is the sandbox's CPU use and quota.
-func (s *Server) cpuInfo() api.CPU {
-	used, src := readCPU(s.cgroup)
-	return api.CPU{Source: src, UsageSeconds: used.Seconds(), LimitCPUs: s.cgroup.CPULimit()}
+// cpu is the sandbox's CPU use and quota.
+func (s *Service) cpu() api.CPU {
+	used, src := readCPU(s.opts.Cgroup)
+	return api.CPU{Source: src, UsageSeconds: used.Seconds(), LimitCPUs: s.opts.Cgroup.CPULimit()}
 }
 
 // cpuPercent measures the CPU use over 100 ms, as OpenHands does (100 is
@@ -168,10 +134,10 @@ func readIO(cg cgroup.Reader) (read, written uint64) {
 }
 
 // resources is OpenHands' get_system_stats for the sandbox.
-func (s *Server) resources(ctx context.Context) api.Resources {
+func (s *Service) resources(ctx context.Context) api.Resources {
 	var res api.Resources
-	res.CPUPercent = cpuPercent(ctx, s.cgroup)
-	m := readMemory(s.cgroup)
+	res.CPUPercent = cpuPercent(ctx, s.opts.Cgroup)
+	m := readMemory(s.opts.Cgroup)
 	res.Memory.RSS, res.Memory.VMS = m.UsedBytes, m.UsedBytes
 	limit := m.LimitBytes
 	if limit == 0 {
@@ -189,7 +155,7 @@ func (s *Server) resources(ctx context.Context) api.Resources {
 	if u := res.Disk.Used + d.AvailableBytes; u > 0 {
 		res.Disk.Percent = pct(res.Disk.Used, u) // as psutil: of what users may use
 	}
-	res.IO.ReadBytes, res.IO.WriteBytes = readIO(s.cgroup)
+	res.IO.ReadBytes, res.IO.WriteBytes = readIO(s.opts.Cgroup)
 	return res
 }
 
