@@ -228,6 +228,7 @@ func fitToSandbox(o *Options, limit uint64) {
 // to grace (a second signal cuts it short) and kills what is left.
 func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.Duration) {
 	s.closing.Store(true)
+	s.procs.Shutdown()
 	pid1 := os.Getpid() == 1
 	signalAll := func(sig syscall.Signal) {
 		if pid1 {

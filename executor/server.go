@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/info"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/internal/environ"
+	"github.com/bothy-sandbox/bothy/executor/processes"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
@@ -140,9 +142,7 @@ type Server struct {
 	keyHash [sha256.Size]byte
 	auth    bool
 	handler http.Handler
-	devNull *os.File
-	procs   procTable
-	nextID  atomic.Uint64
+	procs   *processes.Service
 	active  *activity
 	info    *info.Service
 	baseCtx context.Context
@@ -152,10 +152,6 @@ type Server struct {
 	outMem  *budget.Output  // retained process output (Options.OutputMemory)
 	bodies  *httpapi.Bodies // JSON bodies, within reqMem
 	cgroup  cgroup.Reader
-	running atomic.Int64 // processes started and not yet done
-
-	mainMu sync.Mutex
-	main   *mainProc
 
 	cwd      string
 	sessions *bash.Manager
@@ -227,21 +223,26 @@ func New(opts Options) (*Server, error) {
 		s.auth = true
 		s.keyHash = sha256.Sum256([]byte(opts.APIKey))
 	}
-	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
-	}
-	s.devNull = devNull
 	s.reaper = opts.Reaper
 	if s.reaper == nil {
 		r, err := reap.New(reap.Options{})
 		if err != nil {
-			devNull.Close()
 			return nil, fmt.Errorf("start reaper: %w", err)
 		}
 		s.reaper, s.ownReap = r, true
 	}
-	s.procs.byID = make(map[string]*process)
+	procs, err := processes.New(processes.Options{
+		Env: s.env, Shell: opts.Shell, MaxOutput: opts.MaxOutput, MaxRetained: opts.MaxRetained,
+		MaxProcesses: opts.MaxProcesses, MaxFinished: opts.MaxFinished, WaitDelay: opts.WaitDelay,
+		Reaper: s.reaper, Output: s.outMem, Bodies: s.bodies, Cgroup: s.cgroup, Log: s.log,
+	})
+	if err != nil {
+		if s.ownReap {
+			s.reaper.Close()
+		}
+		return nil, err
+	}
+	s.procs = procs
 	s.cwd = opts.Cwd
 	if s.cwd == "" {
 		if s.cwd, err = os.Getwd(); err != nil {
@@ -260,16 +261,16 @@ func New(opts Options) (*Server, error) {
 	s.edit = editorserver.New(s.cwd, s.bodies)
 	if s.plugins, err = pluginTable(opts.Plugins); err != nil {
 		s.sessions.Close()
+		s.procs.Close()
 		if s.ownReap {
 			s.reaper.Close()
 		}
-		devNull.Close()
 		return nil, err
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.info = info.New(info.Options{
 		Version: Version, Reaper: s.reaper.Mode().String(), Activity: s.active,
-		Processes: s, Plugins: s, Cgroup: s.cgroup,
+		Processes: s.procs, Plugins: s, Cgroup: s.cgroup,
 	})
 	s.handler = s.buildHandler()
 	return s, nil
@@ -288,15 +289,8 @@ func (s *Server) Routes() []Route { return s.routes() }
 // OpenHands dialect.
 func (s *Server) routes() []Route {
 	rts := s.info.Routes()
+	rts = append(rts, s.procs.Routes()...)
 	rts = append(rts, []Route{
-		{Method: "GET", Path: "/v1/processes", Summary: "list processes", Handler: s.handleList},
-		{Method: "POST", Path: "/v1/processes", Summary: "start a process (wait, stream or background)", Handler: s.handleStart},
-		{Method: "GET", Path: "/v1/processes/{id}", Summary: "process status", Handler: s.handleGet},
-		{Method: "DELETE", Path: "/v1/processes/{id}", Summary: "kill if running and forget a process", Handler: s.handleDelete},
-		{Method: "GET", Path: "/v1/processes/{id}/output", Summary: "read or follow a background process's output", Handler: s.handleOutput},
-		{Method: "POST", Path: "/v1/processes/{id}/stdin", Summary: "write to or close a process's stdin", Handler: s.handleStdin},
-		{Method: "POST", Path: "/v1/processes/{id}/signal", Summary: "signal a process (group)", Handler: s.handleSignal},
-		{Method: "POST", Path: "/v1/processes/{id}/wait", Summary: "wait for a process to exit", Handler: s.handleWait},
 
 		{Method: "GET", Path: "/v1/sessions", Summary: "list bash sessions", Handler: s.handleSessionList},
 		{Method: "POST", Path: "/v1/sessions", Summary: "create a bash session", Handler: s.handleSessionCreate},
@@ -431,16 +425,46 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
-		for _, p := range s.procs.all() {
-			p.kill()
-		}
+		s.procs.Close()
 		s.sessions.Close()
 		if s.ownReap {
 			s.reaper.Close()
 		}
-		s.devNull.Close()
 	})
 	return nil
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// StartMain starts the sandbox's main command (see processes.StartMain)
+// with its stdout and stderr appended to logPath, the executor's own when
+// logPath is empty. Its state is reported in GET /v1/info; MainDone is
+// closed when it exits.
+func (s *Server) StartMain(argv []string, logPath string) error {
+	if logPath == "" {
+		return s.procs.StartMain(argv, os.Stdout, os.Stderr)
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return fmt.Errorf("create main log directory: %w", err)
+	}
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("open main log: %w", err)
+	}
+	defer f.Close() // the child has its own copy
+	return s.procs.StartMain(argv, f, f)
+}
+
+// StartMainFile is StartMain with stdout and stderr going to out, a file
+// the executor was handed (bothy opens the main log on the host, in the
+// sandbox's state directory, and passes it down: --main-log-fd).
+func (s *Server) StartMainFile(argv []string, out *os.File) error {
+	return s.procs.StartMain(argv, out, out)
+}
+
+// MainDone returns a channel closed when the main command has exited, and
+// nil when there is none.
+func (s *Server) MainDone() <-chan struct{} { return s.procs.MainDone() }
+
+// MainStatus returns the main command's exit status once it has exited.
+func (s *Server) MainStatus() (reap.Status, bool) { return s.procs.MainStatus() }

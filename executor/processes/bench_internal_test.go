@@ -1,4 +1,4 @@
-package executor
+package processes
 
 import (
 	"testing"
@@ -9,18 +9,14 @@ import (
 // BenchmarkStartWaitInternal is the process path alone (no HTTP): start
 // true in wait mode and wait for its status and output.
 func BenchmarkStartWaitInternal(b *testing.B) {
-	s, err := New(Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := newService(b, Options{})
 	req := api.RunRequest{Argv: []string{"true"}, Wait: true}
 	for b.Loop() {
-		p, err := s.start(&req, nil, newCapture(s.opts.MaxOutput, s.outMem))
+		p, err := s.start(&req, nil, newCapture(s.opts.MaxOutput, s.opts.Output))
 		if err != nil {
 			b.Fatal(err)
 		}
 		<-p.done
-		s.procs.remove(p)
+		s.table.remove(p)
 	}
 }

@@ -1,4 +1,4 @@
-package executor
+package processes
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 
 // process is a command started through POST /v1/processes.
 type process struct {
-	s       *Server
+	s       *Service
 	id      string
 	mode    string
 	argv    []string
@@ -68,9 +68,9 @@ type process struct {
 // the reservation of the request's body: it keeps the part that stands for
 // the initial stdin until that is written, and releases the rest once the
 // process runs.
-func (s *Server) start(req *api.RunRequest, res *budget.Reservation, out sink) (*process, error) {
+func (s *Service) start(req *api.RunRequest, res *budget.Reservation, out sink) (*process, error) {
 	defer res.Release()
-	if s.closing.Load() || s.baseCtx.Err() != nil {
+	if s.closing.Load() {
 		return nil, httpapi.ErrShuttingDown
 	}
 	if s.running.Add(1) > int64(s.opts.MaxProcesses) {
@@ -83,7 +83,7 @@ func (s *Server) start(req *api.RunRequest, res *budget.Reservation, out sink) (
 			s.running.Add(-1)
 		}
 	}()
-	env := environ.Merge(s.env, req.Env)
+	env := environ.Merge(s.opts.Env, req.Env)
 	var path string
 	var argv []string
 	if req.Cmd != "" {
@@ -130,8 +130,8 @@ func (s *Server) start(req *api.RunRequest, res *budget.Reservation, out sink) (
 		Files: []*os.File{childIn, outW, errW},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
-	oomBefore, oomKnown := s.cgroup.OOMKills()
-	proc, err := s.reaper.StartProcess(path, argv, attr)
+	oomBefore, oomKnown := s.opts.Cgroup.OOMKills()
+	proc, err := s.opts.Reaper.StartProcess(path, argv, attr)
 	closeAll(stdinR, outW, errW)
 	if err != nil {
 		closeAll(stdinW, outR, errR)
@@ -140,7 +140,7 @@ func (s *Server) start(req *api.RunRequest, res *budget.Reservation, out sink) (
 	p.proc, p.started, p.stdin, p.stdinPipe = proc, proc.Started, stdinW, stdinW
 	p.oomBefore, p.oomKnown = oomBefore, oomKnown
 	p.id = "p" + strconv.FormatUint(s.nextID.Add(1), 10)
-	s.procs.add(p)
+	s.table.add(p)
 
 	if initial != nil {
 		hold := res.Split(int64(len(initial)))
@@ -178,7 +178,7 @@ func (s *Server) start(req *api.RunRequest, res *budget.Reservation, out sink) (
 
 // outputCap is what a wait-mode run captures per stream: the request's
 // max_output, at most MaxOutput.
-func (s *Server) outputCap(req *api.RunRequest) int {
+func (s *Service) outputCap(req *api.RunRequest) int {
 	if req.MaxOutput > 0 && req.MaxOutput < s.opts.MaxOutput {
 		return req.MaxOutput
 	}
@@ -187,7 +187,7 @@ func (s *Server) outputCap(req *api.RunRequest) int {
 
 // retainCap is what a background process retains: the request's
 // max_output (at most MaxOutput), MaxRetained when it sets none.
-func (s *Server) retainCap(req *api.RunRequest) int {
+func (s *Service) retainCap(req *api.RunRequest) int {
 	if req.MaxOutput == 0 {
 		return s.opts.MaxRetained
 	}
@@ -372,7 +372,7 @@ func (p *process) supervise(outR, errR *os.File) {
 	}
 	st, _ := p.proc.Status()
 	if st.Signal == syscall.SIGKILL && p.oomKnown && !p.timedOut.Load() {
-		if n, ok := p.s.cgroup.OOMKills(); ok && n > p.oomBefore {
+		if n, ok := p.s.opts.Cgroup.OOMKills(); ok && n > p.oomBefore {
 			st.OOMKilled = true
 		}
 	}
@@ -405,7 +405,7 @@ func (p *process) supervise(outR, errR *os.File) {
 	close(p.done)
 	p.out.close()
 	if p.mode == api.ModeBackground {
-		p.s.procs.finished(p, p.s.opts.MaxFinished)
+		p.s.table.finished(p, p.s.opts.MaxFinished)
 	}
 }
 
@@ -627,6 +627,3 @@ func (t *procTable) running() int {
 	}
 	return n
 }
-
-// Running counts the processes running.
-func (s *Server) Running() int { return s.procs.running() }

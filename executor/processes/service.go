@@ -1,4 +1,10 @@
-package executor
+// Package processes is the executor's processes service: the
+// /v1/processes routes, which run commands (argv or shell) to completion
+// (wait), stream their output as events (stream), or keep them in the
+// background with their output retained for later reads, stdin writes and
+// signals; and the sandbox's main command. Each process's output goes to
+// one sink, by mode: a capture, a stream or an outputLog.
+package processes
 
 import (
 	"bytes"
@@ -6,21 +12,111 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/cgroup"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
-func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
-	body, res, err := s.bodies.JSON(w, r)
+// Options configure the processes service; every field is required (the
+// server fills in its defaults).
+type Options struct {
+	// Env is the base environment of started processes.
+	Env []string
+	// Shell runs RunRequest.Cmd as Shell -c Cmd.
+	Shell string
+	// MaxOutput caps the captured output per stream (wait mode) and what
+	// a request's max_output may ask for.
+	MaxOutput int
+	// MaxRetained is the output retained per background process when the
+	// request does not set max_output.
+	MaxRetained int
+	// MaxProcesses caps the processes running at once.
+	MaxProcesses int
+	// MaxFinished is how many finished background processes are kept.
+	MaxFinished int
+	// WaitDelay bounds how long output is still read after a process has
+	// exited, when a descendant keeps its pipes open.
+	WaitDelay time.Duration
+	// Reaper starts and waits for every process.
+	Reaper *reap.Reaper
+	// Output bounds the output retained across processes.
+	Output *budget.Output
+	// Bodies reads JSON bodies.
+	Bodies *httpapi.Bodies
+	// Cgroup tells OOM kills.
+	Cgroup cgroup.Reader
+	Log    *slog.Logger
+}
+
+// Service runs processes.
+type Service struct {
+	opts    Options
+	devNull *os.File
+	table   procTable
+	nextID  atomic.Uint64
+	running atomic.Int64 // processes started and not yet done
+	closing atomic.Bool  // no new processes
+
+	mainMu sync.Mutex
+	main   *mainProc
+}
+
+// New returns the processes service.
+func New(opts Options) (*Service, error) {
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	s := &Service{opts: opts, devNull: devNull}
+	s.table.byID = make(map[string]*process)
+	return s, nil
+}
+
+// Routes lists the routes of the service.
+func (s *Service) Routes() []httpapi.Route {
+	return []httpapi.Route{
+		{Method: "GET", Path: "/v1/processes", Summary: "list processes", Handler: s.handleList},
+		{Method: "POST", Path: "/v1/processes", Summary: "start a process (wait, stream or background)", Handler: s.handleStart},
+		{Method: "GET", Path: "/v1/processes/{id}", Summary: "process status", Handler: s.handleGet},
+		{Method: "DELETE", Path: "/v1/processes/{id}", Summary: "kill if running and forget a process", Handler: s.handleDelete},
+		{Method: "GET", Path: "/v1/processes/{id}/output", Summary: "read or follow a background process's output", Handler: s.handleOutput},
+		{Method: "POST", Path: "/v1/processes/{id}/stdin", Summary: "write to or close a process's stdin", Handler: s.handleStdin},
+		{Method: "POST", Path: "/v1/processes/{id}/signal", Summary: "signal a process (group)", Handler: s.handleSignal},
+		{Method: "POST", Path: "/v1/processes/{id}/wait", Summary: "wait for a process to exit", Handler: s.handleWait},
+	}
+}
+
+// Shutdown refuses new processes from now on.
+func (s *Service) Shutdown() { s.closing.Store(true) }
+
+// Close refuses new processes and kills every process started (process
+// groups, SIGKILL), without waiting for the kills to be reaped.
+func (s *Service) Close() error {
+	s.closing.Store(true)
+	for _, p := range s.table.all() {
+		p.kill()
+	}
+	return s.devNull.Close()
+}
+
+// Running counts the processes running.
+func (s *Service) Running() int { return s.table.running() }
+
+func (s *Service) handleStart(w http.ResponseWriter, r *http.Request) {
+	body, res, err := s.opts.Bodies.JSON(w, r)
 	if err != nil {
 		httpapi.Error(w, err)
 		return
@@ -37,7 +133,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	case api.ModeStream:
 		s.runStream(w, r, &req, res)
 	default:
-		p, err := s.start(&req, res, newOutputLog(s.retainCap(&req), s.outMem))
+		p, err := s.start(&req, res, newOutputLog(s.retainCap(&req), s.opts.Output))
 		if err != nil {
 			httpapi.Error(w, err)
 			return
@@ -47,14 +143,14 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 }
 
 // runWait runs a process to completion; a request that goes away kills it.
-func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *budget.Reservation) {
-	out := newCapture(s.outputCap(req), s.outMem)
+func (s *Service) runWait(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *budget.Reservation) {
+	out := newCapture(s.outputCap(req), s.opts.Output)
 	p, err := s.start(req, res, out)
 	if err != nil {
 		httpapi.Error(w, err)
 		return
 	}
-	defer s.procs.remove(p)
+	defer s.table.remove(p)
 	defer out.free()
 	stop := context.AfterFunc(r.Context(), p.kill)
 	<-p.done
@@ -69,7 +165,7 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request, req *api.RunReq
 
 // runStream streams a process's output as events; a request that goes away
 // kills it.
-func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *budget.Reservation) {
+func (s *Service) runStream(w http.ResponseWriter, r *http.Request, req *api.RunRequest, res *budget.Reservation) {
 	ctx := r.Context()
 	out := newStream(ctx)
 	p, err := s.start(req, res, out)
@@ -77,7 +173,7 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunR
 		httpapi.Error(w, err)
 		return
 	}
-	defer s.procs.remove(p)
+	defer s.table.remove(p)
 	stop := context.AfterFunc(ctx, p.kill)
 	defer stop()
 
@@ -108,16 +204,16 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request, req *api.RunR
 	}
 }
 
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 	list := api.ProcessList{Processes: []api.Process{}}
-	for _, p := range s.procs.all() {
+	for _, p := range s.table.all() {
 		list.Processes = append(list.Processes, p.snapshot())
 	}
 	httpapi.WriteJSON(w, http.StatusOK, &list)
 }
 
-func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	p, err := s.procs.get(r.PathValue("id"))
+func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) {
+	p, err := s.table.get(r.PathValue("id"))
 	if err != nil {
 		httpapi.Error(w, err)
 		return
@@ -125,8 +221,8 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, p.snapshot())
 }
 
-func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
-	p, err := s.procs.get(r.PathValue("id"))
+func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request) {
+	p, err := s.table.get(r.PathValue("id"))
 	if err != nil {
 		httpapi.Error(w, err)
 		return
@@ -137,15 +233,15 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	s.procs.remove(p)
+	s.table.remove(p)
 	httpapi.WriteJSON(w, http.StatusOK, p.snapshot())
 }
 
 // handleOutput sends the retained output of a background process from
 // ?offset=N as events; with ?follow=1 it keeps sending until the process
 // ends. An exit event ends the output of a finished process.
-func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
-	p, err := s.procs.get(r.PathValue("id"))
+func (s *Service) handleOutput(w http.ResponseWriter, r *http.Request) {
+	p, err := s.table.get(r.PathValue("id"))
 	if err != nil {
 		httpapi.Error(w, err)
 		return
@@ -204,8 +300,8 @@ func (s *Server) handleOutput(w http.ResponseWriter, r *http.Request) {
 // handleStdin writes to a process's stdin: an application/octet-stream
 // body is copied as it arrives, in pipe-sized pieces, however large; a
 // JSON body carries its data inline (up to MaxRequestBody).
-func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
-	p, err := s.procs.get(r.PathValue("id"))
+func (s *Service) handleStdin(w http.ResponseWriter, r *http.Request) {
+	p, err := s.table.get(r.PathValue("id"))
 	if err != nil {
 		httpapi.Error(w, err)
 		return
@@ -216,7 +312,7 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 	if ct == "application/octet-stream" {
 		in, closeIt = r.Body, queryBool(r.URL.Query().Get("close"))
 	} else {
-		body, res, err := s.bodies.JSON(w, r)
+		body, res, err := s.opts.Bodies.JSON(w, r)
 		if err != nil {
 			httpapi.Error(w, err)
 			return
@@ -246,14 +342,14 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, api.StdinResult{Written: int(n), Closed: closeIt})
 }
 
-func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
-	p, err := s.procs.get(r.PathValue("id"))
+func (s *Service) handleSignal(w http.ResponseWriter, r *http.Request) {
+	p, err := s.table.get(r.PathValue("id"))
 	if err != nil {
 		httpapi.Error(w, err)
 		return
 	}
 	var req api.SignalRequest
-	body, res, err := s.bodies.JSON(w, r)
+	body, res, err := s.opts.Bodies.JSON(w, r)
 	if err != nil {
 		httpapi.Error(w, err)
 		return
@@ -293,8 +389,8 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 
 // handleWait waits for the process to end, or ?timeout=SECONDS, and
 // answers its state (running is still true after a timeout).
-func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
-	p, err := s.procs.get(r.PathValue("id"))
+func (s *Service) handleWait(w http.ResponseWriter, r *http.Request) {
+	p, err := s.table.get(r.PathValue("id"))
 	if err != nil {
 		httpapi.Error(w, err)
 		return

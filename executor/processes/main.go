@@ -1,9 +1,8 @@
-package executor
+package processes
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -17,42 +16,20 @@ type mainProc struct {
 	proc *reap.Proc
 }
 
-// StartMain starts the sandbox's main command with the server's
-// environment, in its own process group, stdin /dev/null, and stdout and
-// stderr appended to logPath (the executor's own when logPath is empty).
-// Its state is reported in GET /v1/info; MainDone is closed when it exits.
-func (s *Server) StartMain(argv []string, logPath string) error {
-	if logPath == "" {
-		return s.startMain(argv, os.Stdout, os.Stderr)
-	}
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return fmt.Errorf("create main log directory: %w", err)
-	}
-	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("open main log: %w", err)
-	}
-	defer f.Close() // the child has its own copy
-	return s.startMain(argv, f, f)
-}
-
-// StartMainFile is StartMain with stdout and stderr going to out, a file
-// the executor was handed (bothy opens the main log on the host, in the
-// sandbox's state directory, and passes it down: --main-log-fd).
-func (s *Server) StartMainFile(argv []string, out *os.File) error {
-	return s.startMain(argv, out, out)
-}
-
-func (s *Server) startMain(argv []string, out, errOut *os.File) error {
+// StartMain starts the sandbox's main command with the service's
+// environment, in its own process group, stdin /dev/null, stdout to out and
+// stderr to errOut. Its state is reported by Main; MainDone is closed when
+// it exits.
+func (s *Service) StartMain(argv []string, out, errOut *os.File) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("start main command: empty argv")
 	}
-	path, err := environ.LookPath(argv[0], s.env, "")
+	path, err := environ.LookPath(argv[0], s.opts.Env, "")
 	if err != nil {
 		return fmt.Errorf("start main command: %w", err)
 	}
-	proc, err := s.reaper.StartProcess(path, argv, &os.ProcAttr{
-		Env:   s.env,
+	proc, err := s.opts.Reaper.StartProcess(path, argv, &os.ProcAttr{
+		Env:   s.opts.Env,
 		Files: []*os.File{s.devNull, out, errOut},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
@@ -62,13 +39,13 @@ func (s *Server) startMain(argv []string, out, errOut *os.File) error {
 	s.mainMu.Lock()
 	s.main = &mainProc{argv: argv, proc: proc}
 	s.mainMu.Unlock()
-	s.log.Info("main command started", "pid", proc.Pid, "argv", argv)
+	s.opts.Log.Info("main command started", "pid", proc.Pid, "argv", argv)
 	return nil
 }
 
 // MainDone returns a channel closed when the main command has exited, and
 // nil when there is none.
-func (s *Server) MainDone() <-chan struct{} {
+func (s *Service) MainDone() <-chan struct{} {
 	s.mainMu.Lock()
 	defer s.mainMu.Unlock()
 	if s.main == nil {
@@ -78,7 +55,7 @@ func (s *Server) MainDone() <-chan struct{} {
 }
 
 // MainStatus returns the main command's exit status once it has exited.
-func (s *Server) MainStatus() (reap.Status, bool) {
+func (s *Service) MainStatus() (reap.Status, bool) {
 	s.mainMu.Lock()
 	defer s.mainMu.Unlock()
 	if s.main == nil {
@@ -88,7 +65,7 @@ func (s *Server) MainStatus() (reap.Status, bool) {
 }
 
 // Main is the state of the main command, nil without one.
-func (s *Server) Main() *api.MainInfo {
+func (s *Service) Main() *api.MainInfo {
 	s.mainMu.Lock()
 	m := s.main
 	s.mainMu.Unlock()
