@@ -112,20 +112,9 @@ func (s *Server) handleExecuteAction(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, obs)
 }
 
-// workingDir is where relative paths of file actions start: the default
-// session's working directory, else the executor's.
-func (s *Server) workingDir() string {
-	if sess, err := s.sessions.Get(api.DefaultSession); err == nil {
-		if cwd := sess.Cwd(); cwd != "" {
-			return cwd
-		}
-	}
-	return s.cwd
-}
-
 func (s *Server) resolve(p string) string {
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.workingDir(), p)
+		p = filepath.Join(s.sessions.WorkingDir(), p)
 	}
 	return filepath.Clean(p)
 }
@@ -142,45 +131,23 @@ func (s *Server) actionRun(ctx context.Context, a *api.Action) (*api.Observation
 	if a.Timeout != nil {
 		req.Timeout = api.Seconds(*a.Timeout)
 	}
-	var sess *bash.Session
+	var res *bash.Result
 	var err error
-	if args.IsStatic && (s.closing.Load() || s.baseCtx.Err() != nil) {
-		return nil, httpapi.ErrShuttingDown
-	}
 	if args.IsStatic {
-		// A fresh shell for this command only (OpenHands leaves it running;
-		// here it is closed once the command has answered).
-		cwd := s.cwd
+		cwd := ""
 		if args.Cwd != nil && *args.Cwd != "" {
 			cwd = s.resolve(*args.Cwd)
 		}
-		select {
-		case s.staticSlots <- struct{}{}:
-			defer func() { <-s.staticSlots }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		sess, err = bash.New(context.WithoutCancel(ctx), bash.Options{
-			Name: "static", Cwd: cwd, Env: sessionEnv(s.env),
-			NoChangeTimeout: s.opts.NoChangeTimeout, MaxBuffer: sessionMaxBuffer, Reaper: s.reaper,
-		})
-		if err == nil {
-			defer sess.Close()
-		}
+		res, err = s.sessions.RunStatic(ctx, cwd, req)
 	} else {
-		sess, err = s.session(ctx, api.DefaultSession)
+		res, _, err = s.sessions.Run(ctx, api.DefaultSession, req)
 	}
-	if err != nil {
-		if errors.Is(err, httpapi.ErrShuttingDown) {
-			return nil, err
-		}
-		return api.ErrorObservationOf(err.Error()), nil
-	}
-	res, _, err := s.runSession(ctx, sess, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	switch {
+	case errors.Is(err, httpapi.ErrShuttingDown):
+		return nil, err
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
 		return api.ErrorObservationOf(err.Error()), nil
 	}
 	return cmdOutputObservation(res, args.Hidden), nil
@@ -247,7 +214,7 @@ func (s *Server) actionRead(ctx context.Context, a *api.Action) (*api.Observatio
 		return nil, httpapi.BadRequest(fmt.Errorf("read action: unknown impl_source %q", args.ImplSource))
 	}
 
-	wd := s.workingDir()
+	wd := s.sessions.WorkingDir()
 	p := s.resolve(*args.Path)
 	mem, err := s.bodies.ReserveFile(ctx, p, budget.ReadCost(files.DefaultMaxReadBytes))
 	if err != nil {

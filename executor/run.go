@@ -229,6 +229,7 @@ func fitToSandbox(o *Options, limit uint64) {
 func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.Duration) {
 	s.closing.Store(true)
 	s.procs.Shutdown()
+	s.sessions.Shutdown()
 	pid1 := os.Getpid() == 1
 	signalAll := func(sig syscall.Signal) {
 		if pid1 {

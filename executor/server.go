@@ -19,7 +19,6 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/bash"
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
 	"github.com/bothy-sandbox/bothy/executor/editorserver"
 	"github.com/bothy-sandbox/bothy/executor/fileserver"
@@ -29,6 +28,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 	"github.com/bothy-sandbox/bothy/executor/processes"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/executor/sessions"
 )
 
 // Defaults of Options.
@@ -154,14 +154,10 @@ type Server struct {
 	cgroup  cgroup.Reader
 
 	cwd      string
-	sessions *bash.Manager
-	sessMeta sync.Map // name → time.Time of creation
+	sessions *sessions.Service
 	files    *fileserver.Service
 	edit     *editorserver.Service
 	plugins  map[string]Plugin // by action type
-
-	sessMu      sync.Mutex    // serializes session creation against MaxSessions
-	staticSlots chan struct{} // OpenHands' is_static shells running at once
 
 	closeOnce sync.Once
 }
@@ -249,14 +245,10 @@ func New(opts Options) (*Server, error) {
 			s.cwd = "/"
 		}
 	}
-	s.sessions = bash.NewManager(bash.Options{
-		Cwd:             s.cwd,
-		Env:             sessionEnv(s.env),
-		NoChangeTimeout: opts.NoChangeTimeout,
-		MaxBuffer:       sessionMaxBuffer,
-		Reaper:          s.reaper,
+	s.sessions = sessions.New(sessions.Options{
+		Cwd: s.cwd, Env: s.env, NoChangeTimeout: opts.NoChangeTimeout, MaxSessions: opts.MaxSessions,
+		Reaper: s.reaper, Bodies: s.bodies, Cgroup: s.cgroup,
 	})
-	s.staticSlots = make(chan struct{}, maxStaticSessions)
 	s.files = fileserver.New(fileserver.Options{MaxUpload: opts.MaxUpload, Bodies: s.bodies, Log: s.log})
 	s.edit = editorserver.New(s.cwd, s.bodies)
 	if s.plugins, err = pluginTable(opts.Plugins); err != nil {
@@ -290,14 +282,7 @@ func (s *Server) Routes() []Route { return s.routes() }
 func (s *Server) routes() []Route {
 	rts := s.info.Routes()
 	rts = append(rts, s.procs.Routes()...)
-	rts = append(rts, []Route{
-
-		{Method: "GET", Path: "/v1/sessions", Summary: "list bash sessions", Handler: s.handleSessionList},
-		{Method: "POST", Path: "/v1/sessions", Summary: "create a bash session", Handler: s.handleSessionCreate},
-		{Method: "GET", Path: "/v1/sessions/{name}", Summary: "state of a bash session", Handler: s.handleSessionGet},
-		{Method: "DELETE", Path: "/v1/sessions/{name}", Summary: "close a bash session (kills its jobs)", Handler: s.handleSessionDelete},
-		{Method: "POST", Path: "/v1/sessions/{name}/run", Summary: "run, poll, type into or interrupt a command in a session", Handler: s.handleSessionRun},
-	}...)
+	rts = append(rts, s.sessions.Routes()...)
 	rts = append(rts, s.files.Routes()...)
 	rts = append(rts, s.edit.Routes()...)
 	rts = append(rts, []Route{
