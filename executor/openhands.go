@@ -84,8 +84,8 @@ func (s *Server) handleExecuteAction(w http.ResponseWriter, r *http.Request) {
 		// turned into is small or handed over.
 		mem.Release()
 	}
-	if p, ok := s.plugins[a.Action]; ok {
-		s.executePlugin(w, r, p, a)
+	if s.plugins.Claims(a.Action) {
+		s.executePlugin(w, r, a)
 		return
 	}
 	var obs *api.Observation

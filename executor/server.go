@@ -26,9 +26,11 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/info"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/internal/environ"
+	"github.com/bothy-sandbox/bothy/executor/plugin"
 	"github.com/bothy-sandbox/bothy/executor/processes"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/executor/sessions"
+	"github.com/bothy-sandbox/bothy/plugins"
 )
 
 // Defaults of Options.
@@ -120,9 +122,15 @@ type Options struct {
 	// MaxUpload caps an uploaded or written file and an unpacked archive
 	// (DefaultMaxUpload, 4 GiB, when zero).
 	MaxUpload int64
-	// Plugins serve the OpenHands actions the core does not (Jupyter,
-	// browser) and the VS Code token.
-	Plugins []Plugin
+	// Plugins are the enabled plugins (see package plugins): they serve
+	// the OpenHands actions the core does not (Jupyter, browser), the VS
+	// Code token, and their own routes under /plugins/NAME/. Each starts
+	// on first use, or with the server when EagerPlugins is set; a start
+	// is bounded by PluginStartTimeout (plugin.DefaultStartTimeout when
+	// zero).
+	Plugins            []plugins.Plugin
+	EagerPlugins       bool
+	PluginStartTimeout time.Duration
 	// Cgroup reads the sandbox's cgroup (memory, CPU, I/O, OOM kills);
 	// nil means cgroup.Default, the one at /sys/fs/cgroup.
 	Cgroup cgroup.Reader
@@ -157,7 +165,7 @@ type Server struct {
 	sessions *sessions.Service
 	files    *fileserver.Service
 	edit     *editorserver.Service
-	plugins  map[string]Plugin // by action type
+	plugins  *plugin.Host
 
 	closeOnce sync.Once
 }
@@ -251,7 +259,11 @@ func New(opts Options) (*Server, error) {
 	})
 	s.files = fileserver.New(fileserver.Options{MaxUpload: opts.MaxUpload, Bodies: s.bodies, Log: s.log})
 	s.edit = editorserver.New(s.cwd, s.bodies)
-	if s.plugins, err = pluginTable(opts.Plugins); err != nil {
+	s.plugins, err = plugin.New(opts.Plugins, plugin.Options{
+		Env:   plugins.Env{Cwd: s.cwd, Environ: s.env, Reaper: s.reaper, Log: s.log},
+		Eager: opts.EagerPlugins, StartTimeout: opts.PluginStartTimeout, Reserved: coreActions,
+	})
+	if err != nil {
 		s.sessions.Close()
 		s.procs.Close()
 		if s.ownReap {
@@ -262,7 +274,7 @@ func New(opts Options) (*Server, error) {
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.info = info.New(info.Options{
 		Version: Version, Reaper: s.reaper.Mode().String(), Activity: s.active,
-		Processes: s.procs, Plugins: s, Cgroup: s.cgroup,
+		Processes: s.procs, Plugins: s.plugins, Cgroup: s.cgroup,
 	})
 	s.handler = s.buildHandler()
 	return s, nil
@@ -292,7 +304,7 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: "/list_files", Summary: "OpenHands: names in a directory, directories first", Handler: s.handleListFiles},
 		{Method: "GET", Path: "/vscode/connection_token", Quiet: true, Summary: "OpenHands: the VS Code connection token (null without the plugin)", Handler: s.handleVSCodeToken},
 	}...)
-	return rts
+	return append(rts, s.plugins.Routes()...)
 }
 
 func (s *Server) buildHandler() http.Handler {
@@ -300,6 +312,10 @@ func (s *Server) buildHandler() http.Handler {
 	allow := map[string][]string{}
 	var paths []string
 	for _, rt := range s.routes() {
+		if rt.Method == "" { // every method: a plugin's prefix
+			mux.Handle(rt.Path, s.wrap(rt))
+			continue
+		}
 		mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
 		if _, ok := allow[rt.Path]; !ok {
 			paths = append(paths, rt.Path)
@@ -410,6 +426,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		s.plugins.Close()
 		s.procs.Close()
 		s.sessions.Close()
 		if s.ownReap {

@@ -1,13 +1,17 @@
-package plugins
+package plugins_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/bothy-sandbox/bothy/plugins"
+	_ "github.com/bothy-sandbox/bothy/plugins/builtin"
 )
 
 func TestParse(t *testing.T) {
-	got, err := Parse(" vscode,jupyter,,jupyter ,browser")
+	got, err := plugins.Parse(" vscode,jupyter,,jupyter ,browser")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,17 +22,18 @@ func TestParse(t *testing.T) {
 	if strings.Join(names, ",") != "browser,jupyter,vscode" {
 		t.Errorf("Parse: %v, want sorted and without duplicates", names)
 	}
-	if got, err := Parse(""); err != nil || len(got) != 0 {
+	if got, err := plugins.Parse(""); err != nil || len(got) != 0 {
 		t.Errorf("Parse(\"\") = %v, %v", got, err)
 	}
-	if _, err := Parse("jupyter,emacs"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "emacs") || !strings.Contains(err.Error(), "browser") {
+	if _, err := plugins.Parse("jupyter,emacs"); !errors.Is(err, plugins.ErrUnknown) || !strings.Contains(err.Error(), "emacs") || !strings.Contains(err.Error(), "browser") {
 		t.Errorf("unknown plugin: %v", err)
 	}
 }
 
 func TestValidate(t *testing.T) {
-	for _, name := range Names() {
-		r, _ := Lookup(name)
+	for _, name := range plugins.Names() {
+		p, _ := plugins.Lookup(name)
+		r := p.Recipe()
 		if err := r.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -38,17 +43,32 @@ func TestValidate(t *testing.T) {
 				t.Errorf("%s: install script does not install %s:\n%s", name, p, script)
 			}
 		}
-		if !strings.HasPrefix(script, "set -eu\n") || !strings.Contains(script, Cleanup) {
+		if !strings.HasPrefix(script, "set -eu\n") || !strings.Contains(script, plugins.Cleanup) {
 			t.Errorf("%s: install script lacks set -eu or the clean-up:\n%s", name, script)
 		}
 	}
-	for _, bad := range []Recipe{
+	for _, bad := range []plugins.Recipe{
 		{Name: "Bad Name", Check: "true"},
 		{Name: "x", Packages: []string{"jq; rm -rf /"}, Check: "true"},
 		{Name: "x", Packages: []string{"jq"}},
 	} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v validated", bad)
+		}
+	}
+}
+
+// The plugins bothy ships declare their recipes, and say honestly that
+// this build runs none of their services.
+func TestBuiltinServicesUnavailable(t *testing.T) {
+	if len(plugins.Names()) != 3 {
+		t.Fatalf("builtin plugins: %v", plugins.Names())
+	}
+	for _, name := range plugins.Names() {
+		p, _ := plugins.Lookup(name)
+		svc, err := p.Start(context.Background(), plugins.Env{})
+		if svc != nil || !errors.Is(err, plugins.ErrUnavailable) || !strings.Contains(err.Error(), "this build") {
+			t.Errorf("%s: %v %v, want unavailable in this build", name, svc, err)
 		}
 	}
 }

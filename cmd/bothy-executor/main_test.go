@@ -395,3 +395,25 @@ func TestListenFDErrors(t *testing.T) {
 		}
 	}
 }
+
+// --plugins enables plugins by name; /alive lists each with its state
+// (this build has none of their services: unavailable).
+func TestPluginsFlag(t *testing.T) {
+	e := start(t, "--plugins", "jupyter,vscode", "--plugins-eager")
+	for {
+		a, err := e.c.AliveStatus(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Plugins) != 2 || a.Plugins[0].Name != "jupyter" || a.Plugins[1].Name != "vscode" {
+			t.Fatalf("alive: %+v", a)
+		}
+		if a.Plugins[0].State == api.PluginUnavailable && a.Plugins[1].State == api.PluginUnavailable {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code := e.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}

@@ -1,15 +1,10 @@
 package plugins
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 )
-
-// ErrUnknown: no plugin has that name.
-var ErrUnknown = errors.New("unknown plugin")
 
 // Recipe is how one plugin's dependencies get into an image.
 type Recipe struct {
@@ -26,16 +21,6 @@ type Recipe struct {
 	// Check is a shell command that exits 0 when the plugin's dependencies
 	// are already present; its install is then skipped.
 	Check string `json:"check"`
-}
-
-var registry = map[string]Recipe{}
-
-func register(r Recipe) Recipe {
-	if err := r.Validate(); err != nil {
-		panic(err)
-	}
-	registry[r.Name] = r
-	return r
 }
 
 var (
@@ -58,44 +43,6 @@ func (r Recipe) Validate() error {
 		return fmt.Errorf("plugin %s: no check command", r.Name)
 	}
 	return nil
-}
-
-// Lookup returns the recipe of the named plugin.
-func Lookup(name string) (Recipe, error) {
-	r, ok := registry[name]
-	if !ok {
-		return Recipe{}, fmt.Errorf("%w %q: known plugins are %s", ErrUnknown, name, strings.Join(Names(), ", "))
-	}
-	return r, nil
-}
-
-// Names lists the known plugins, sorted.
-func Names() []string {
-	var out []string
-	for n := range registry {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// Parse turns a comma-separated list ("jupyter,browser") into recipes,
-// sorted by name, without duplicates. Empty input is no plugin.
-func Parse(list string) ([]Recipe, error) {
-	var out []Recipe
-	for _, n := range strings.Split(list, ",") {
-		n = strings.TrimSpace(n)
-		if n == "" || slices.ContainsFunc(out, func(r Recipe) bool { return r.Name == n }) {
-			continue
-		}
-		r, err := Lookup(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b Recipe) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
 }
 
 // aptEnv makes apt and dpkg quiet, non-interactive and runnable in a user
