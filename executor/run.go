@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -74,7 +75,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	log := cfg.Server.Logger
 	if log == nil {
-		log = discardLogger()
+		log = slog.New(slog.DiscardHandler)
 	}
 	// Commands in the sandbox run as the same user as the executor but
 	// without CAP_SYS_PTRACE: non-dumpable, the executor cannot be traced
@@ -227,9 +228,7 @@ func fitToSandbox(o *Options, limit uint64) {
 // shutdown refuses new processes, forwards sig to every process, waits up
 // to grace (a second signal cuts it short) and kills what is left.
 func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.Duration) {
-	s.closing.Store(true)
-	s.procs.Shutdown()
-	s.sessions.Shutdown()
+	s.services.shutdown()
 	pid1 := os.Getpid() == 1
 	signalAll := func(sig syscall.Signal) {
 		if pid1 {
@@ -238,7 +237,7 @@ func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.
 		s.reaper.SignalAll(sig)
 	}
 	n := len(s.reaper.Live())
-	s.log.Info("shutting down", "signal", sig.String(), "processes", n, "grace", grace)
+	s.opts.Logger.Info("shutting down", "signal", sig.String(), "processes", n, "grace", grace)
 	signalAll(sig)
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	go func() {
@@ -251,11 +250,11 @@ func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.
 	err := s.reaper.WaitIdle(ctx)
 	cancel()
 	if err != nil {
-		s.log.Info("grace period over, killing", "processes", len(s.reaper.Live()))
+		s.opts.Logger.Info("grace period over, killing", "processes", len(s.reaper.Live()))
 		signalAll(syscall.SIGKILL)
 		kctx, kcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := s.reaper.WaitIdle(kctx); err != nil {
-			s.log.Warn("processes left after SIGKILL", "err", fmt.Sprint(err))
+			s.opts.Logger.Warn("processes left after SIGKILL", "err", fmt.Sprint(err))
 		}
 		kcancel()
 	}

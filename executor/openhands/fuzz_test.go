@@ -1,4 +1,4 @@
-package executor
+package openhands
 
 import (
 	"bytes"
@@ -11,23 +11,6 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 )
-
-func FuzzParseSignal(f *testing.F) {
-	for _, s := range []string{"SIGINT", "int", "9", "SIG64", "0", "-1", "SIGFOO", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		sig, err := api.ParseSignal(s)
-		if err == nil && (sig <= 0 || sig > 64) {
-			t.Fatalf("ParseSignal(%q) = %d", s, sig)
-		}
-		if err == nil {
-			if back, err := api.ParseSignal(api.SignalName(sig)); err != nil || back != sig {
-				t.Fatalf("round trip of %d: %d %v", sig, back, err)
-			}
-		}
-	})
-}
 
 // The expectations come from OpenHands' read_lines and insert_lines run in
 // Python on the lines a, b, c, d.
