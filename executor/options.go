@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
-	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/plugins"
 )
@@ -41,8 +40,10 @@ type Options struct {
 	// APIKey, when set, is required in the X-Session-API-Key header of every
 	// request except GET /alive.
 	APIKey string
-	// Env is the base environment of started processes; nil means the
-	// executor's own environment without BOTHY_API_KEY.
+	// Env is the base environment of started processes (commands,
+	// sessions, plugins, the main command); nil is none. The package never
+	// reads the executor's own environment: cmd/bothy-executor passes it,
+	// without BOTHY_API_KEY.
 	Env []string
 	// Reaper starts and waits for every process; nil means reap.New with
 	// Auto mode (global when PID 1). A Reaper passed in is not closed by
@@ -133,7 +134,7 @@ func (o Options) withDefaults() Options {
 		o.Cgroup = cgroup.Default
 	}
 	if o.Env == nil {
-		o.Env = environ.Without(os.Environ(), APIKeyEnv)
+		o.Env = []string{} // not nil: os.StartProcess would give the executor's own
 	}
 	if o.Cwd == "" {
 		if wd, err := os.Getwd(); err == nil {

@@ -114,6 +114,7 @@ func run(args []string) (int, error) {
 		Socket: *socket,
 		Server: executor.Options{
 			APIKey:          key,
+			Env:             os.Environ(), // without the key, unset above
 			Logger:          logger,
 			MaxOutput:       *maxOutput,
 			NoChangeTimeout: *noChange,
@@ -125,6 +126,7 @@ func run(args []string) (int, error) {
 			EagerPlugins:    *pluginsEager,
 		},
 		MemoryLimit:  *memLimit,
+		GoMemLimit:   os.Getenv("GOMEMLIMIT"),
 		Subreaper:    *subreaper,
 		Grace:        *grace,
 		Main:         fs.Args(),

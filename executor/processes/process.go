@@ -84,83 +84,38 @@ func (s *Service) start(req *api.RunRequest, res *budget.Reservation, out sink) 
 		}
 	}()
 	env := environ.Merge(s.opts.Env, req.Env)
-	var path string
-	var argv []string
-	if req.Cmd != "" {
-		path, argv = s.opts.Shell, []string{filepath.Base(s.opts.Shell), "-c", req.Cmd}
-	} else {
-		argv = req.Argv
-		var err error
-		if path, err = environ.LookPath(argv[0], env, req.Cwd); err != nil {
-			return nil, httpapi.WithStatus(http.StatusBadRequest, api.CodeStartFailed, fmt.Errorf("start %s: %w", argv[0], err))
-		}
+	path, argv, err := s.command(req, env)
+	if err != nil {
+		return nil, err
 	}
-
-	p := &process{
-		s: s, mode: req.Mode(), argv: clipArgv(argv), cmd: clip(req.Cmd), cwd: req.Cwd,
-		pumpsDone: make(chan struct{}), done: make(chan struct{}), out: out,
-	}
-
-	// Pipes: the parent ends are non-blocking and pollable.
-	var stdinR, stdinW *os.File
 	initial := req.StdinBytes()
-	if initial != nil || req.StdinOpen {
-		var err error
-		if stdinR, stdinW, err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("create stdin pipe: %w", err)
-		}
-	}
-	outR, outW, err := os.Pipe()
+	pp, err := s.openPipes(initial != nil || req.StdinOpen)
 	if err != nil {
-		closeAll(stdinR, stdinW)
-		return nil, fmt.Errorf("create stdout pipe: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(stdinR, stdinW, outR, outW)
-		return nil, fmt.Errorf("create stderr pipe: %w", err)
-	}
-	childIn := s.devNull
-	if stdinR != nil {
-		childIn = stdinR
+		return nil, err
 	}
 	attr := &os.ProcAttr{
 		Dir:   req.Cwd,
 		Env:   env,
-		Files: []*os.File{childIn, outW, errW},
+		Files: []*os.File{pp.childIn, pp.outW, pp.errW},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
 	oomBefore, oomKnown := s.opts.Cgroup.OOMKills()
 	proc, err := s.opts.Reaper.StartProcess(path, argv, attr)
-	closeAll(stdinR, outW, errW)
+	pp.closeChildEnds()
 	if err != nil {
-		closeAll(stdinW, outR, errR)
-		return nil, httpapi.WithStatus(http.StatusBadRequest, api.CodeStartFailed, fmt.Errorf("start %s: %w", argv[0], err))
+		closeAll(pp.stdinW, pp.outR, pp.errR)
+		return nil, startFailed(argv[0], err)
 	}
-	p.proc, p.started, p.stdin, p.stdinPipe = proc, proc.Started, stdinW, stdinW
-	p.oomBefore, p.oomKnown = oomBefore, oomKnown
+	p := &process{
+		s: s, mode: req.Mode(), argv: clipArgv(argv), cmd: clip(req.Cmd), cwd: req.Cwd,
+		pumpsDone: make(chan struct{}), done: make(chan struct{}), out: out,
+		proc: proc, started: proc.Started, stdin: pp.stdinW, stdinPipe: pp.stdinW,
+		oomBefore: oomBefore, oomKnown: oomKnown,
+	}
 	p.id = "p" + strconv.FormatUint(s.nextID.Add(1), 10)
 	s.table.add(p)
-
 	if initial != nil {
-		hold := res.Split(int64(len(initial)))
-		if req.StdinOpen {
-			p.stdinMu.Lock() // writes queue behind the initial data
-			go func() {
-				defer p.stdinMu.Unlock()
-				defer hold.Release()
-				p.stdin.Write(initial)
-			}()
-		} else {
-			go func() {
-				p.stdinMu.Lock()
-				defer p.stdinMu.Unlock()
-				defer hold.Release()
-				p.stdin.Write(initial)
-				p.stdin.Close()
-				p.stdin = nil
-			}()
-		}
+		p.feedStdin(initial, res.Split(int64(len(initial))), req.StdinOpen)
 	}
 	if d := req.TimeoutDuration(); d > 0 {
 		p.timer = time.AfterFunc(d, func() {
@@ -170,10 +125,90 @@ func (s *Service) start(req *api.RunRequest, res *budget.Reservation, out sink) 
 	}
 	started = true
 	p.pumpsLeft.Store(2)
-	go p.pump(outR, streamStdout)
-	go p.pump(errR, streamStderr)
-	go p.supervise(outR, errR)
+	go p.pump(pp.outR, streamStdout)
+	go p.pump(pp.errR, streamStderr)
+	go p.supervise(pp.outR, pp.errR)
 	return p, nil
+}
+
+// startFailed is a command that could not be started: the request's
+// fault (400 start_failed).
+func startFailed(name string, err error) error {
+	return httpapi.WithStatus(http.StatusBadRequest, api.CodeStartFailed, fmt.Errorf("start %s: %w", name, err))
+}
+
+// command returns the path and argv that run req: Cmd through the shell,
+// Argv with its executable looked up in env's PATH.
+func (s *Service) command(req *api.RunRequest, env []string) (string, []string, error) {
+	if req.Cmd != "" {
+		return s.opts.Shell, []string{filepath.Base(s.opts.Shell), "-c", req.Cmd}, nil
+	}
+	path, err := environ.LookPath(req.Argv[0], env, req.Cwd)
+	if err != nil {
+		return "", nil, startFailed(req.Argv[0], err)
+	}
+	return path, req.Argv, nil
+}
+
+// pipes are a process's standard streams: the parent ends are
+// non-blocking and pollable; stdin is /dev/null unless it is a pipe.
+type pipes struct {
+	childIn, stdinW *os.File
+	outR, outW      *os.File
+	errR, errW      *os.File
+}
+
+// openPipes opens stdout and stderr, and stdin when withStdin.
+func (s *Service) openPipes(withStdin bool) (*pipes, error) {
+	pp := &pipes{childIn: s.devNull}
+	var err error
+	if withStdin {
+		if pp.childIn, pp.stdinW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("create stdin pipe: %w", err)
+		}
+	}
+	if pp.outR, pp.outW, err = os.Pipe(); err != nil {
+		pp.closeChildEnds()
+		closeAll(pp.stdinW)
+		return nil, fmt.Errorf("create stdout pipe: %w", err)
+	}
+	if pp.errR, pp.errW, err = os.Pipe(); err != nil {
+		pp.closeChildEnds()
+		closeAll(pp.stdinW, pp.outR)
+		return nil, fmt.Errorf("create stderr pipe: %w", err)
+	}
+	return pp, nil
+}
+
+// closeChildEnds closes the ends the child got (not /dev/null, shared).
+func (pp *pipes) closeChildEnds() {
+	if pp.stdinW != nil {
+		closeAll(pp.childIn)
+	}
+	closeAll(pp.outW, pp.errW)
+}
+
+// feedStdin writes the request's initial stdin, holding its part of the
+// request's memory until written; stdin is then closed unless keepOpen
+// (later writes queue behind it).
+func (p *process) feedStdin(initial []byte, hold *budget.Reservation, keepOpen bool) {
+	if keepOpen {
+		p.stdinMu.Lock() // writes queue behind the initial data
+		go func() {
+			defer p.stdinMu.Unlock()
+			defer hold.Release()
+			p.stdin.Write(initial)
+		}()
+		return
+	}
+	go func() {
+		p.stdinMu.Lock()
+		defer p.stdinMu.Unlock()
+		defer hold.Release()
+		p.stdin.Write(initial)
+		p.stdin.Close()
+		p.stdin = nil
+	}()
 }
 
 // outputCap is what a wait-mode run captures per stream: the request's

@@ -33,7 +33,7 @@ import (
 // Options configure the processes service; every field is required (the
 // server fills in its defaults).
 type Options struct {
-	// Env is the base environment of started processes.
+	// Env is the base environment of started processes (nil: none).
 	Env []string
 	// Shell runs RunRequest.Cmd as Shell -c Cmd.
 	Shell string
@@ -79,6 +79,9 @@ func New(opts Options) (*Service, error) {
 	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	if opts.Env == nil {
+		opts.Env = []string{} // not nil: os.StartProcess would give the executor's own
 	}
 	s := &Service{opts: opts, devNull: devNull}
 	s.table.byID = make(map[string]*process)
