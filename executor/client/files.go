@@ -66,11 +66,7 @@ func (c *Client) ReadFile(ctx context.Context, path string, opts ReadOptions) (*
 	if opts.MaxBytes > 0 {
 		q.Set("max_bytes", strconv.FormatInt(opts.MaxBytes, 10))
 	}
-	var res api.FileContent
-	if err := c.call(ctx, "GET", filesPath("/v1/files", path, q), nil, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callFor[api.FileContent](ctx, c, "GET", filesPath("/v1/files", path, q), nil)
 }
 
 // WriteOptions control WriteFile.
@@ -144,11 +140,7 @@ func (c *Client) stat(ctx context.Context, path string, follow bool) (*api.FileI
 	if follow {
 		q.Set("follow", "1")
 	}
-	var in api.FileInfo
-	if err := c.call(ctx, "GET", filesPath("/v1/files/stat", path, q), nil, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return callFor[api.FileInfo](ctx, c, "GET", filesPath("/v1/files/stat", path, q), nil)
 }
 
 // ListOptions control ListFiles.
@@ -180,11 +172,7 @@ func (c *Client) ListFiles(ctx context.Context, path string, opts ListOptions) (
 // Move renames src to dst (the new path); overwrite replaces a file or
 // empty directory there.
 func (c *Client) Move(ctx context.Context, src, dst string, overwrite bool) (*api.FileInfo, error) {
-	var in api.FileInfo
-	if err := c.call(ctx, "POST", "/v1/files/move", &api.MoveRequest{Src: src, Dst: dst, Overwrite: overwrite}, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return callFor[api.FileInfo](ctx, c, "POST", "/v1/files/move", &api.MoveRequest{Src: src, Dst: dst, Overwrite: overwrite})
 }
 
 // Delete removes a file, symlink or (with recursive, non-empty)
@@ -278,9 +266,5 @@ func (c *Client) Download(ctx context.Context, path string, format api.ArchiveFo
 // an *api.Error with code tool_error (errors.Is(err, api.ErrToolError))
 // whose Message is the text for the agent.
 func (c *Client) Edit(ctx context.Context, cmd api.EditorCommand) (*api.EditorResult, error) {
-	var res api.EditorResult
-	if err := c.call(ctx, "POST", "/v1/editor", &cmd, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callFor[api.EditorResult](ctx, c, "POST", "/v1/editor", &cmd)
 }

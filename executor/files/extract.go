@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // ArchiveFormat names an archive format.
@@ -110,7 +112,7 @@ func extract(ctx context.Context, r io.Reader, dest string, opts ExtractOptions)
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxExtractEntries
 	}
-	br := bufio.NewReaderSize(ctxReader{ctx, r}, 64<<10)
+	br := bufio.NewReaderSize(ctxio.Reader(ctx, r), 64<<10)
 	format := opts.Format
 	if format == FormatAuto {
 		head, _ := br.Peek(512)

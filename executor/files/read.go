@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // DefaultMaxReadBytes caps what Read returns when ReadOptions.MaxBytes is 0.
@@ -165,7 +167,7 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*ReadResult, erro
 	}
 	res := &ReadResult{Path: p, Size: fi.Size(), TotalLines: -1}
 
-	br := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
+	br := bufio.NewReaderSize(ctxio.Reader(ctx, f), 64<<10)
 	head, err := br.Peek(sniffLen)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, fmt.Errorf("read %s: %w", p, err)

@@ -147,6 +147,24 @@ func (b *Bodies) Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return Decode(body, v)
 }
 
+// DecodeWith reads r's JSON body with decode (which decodes and
+// validates) and returns what it decoded with the body's reservation,
+// for the caller to release once it no longer holds what it decoded; on
+// failure nothing is held.
+func DecodeWith[T any](b *Bodies, w http.ResponseWriter, r *http.Request, decode func(io.Reader) (T, error)) (T, *budget.Reservation, error) {
+	body, res, err := b.JSON(w, r)
+	if err != nil {
+		var zero T
+		return zero, nil, err
+	}
+	v, err := decode(body)
+	if err != nil {
+		res.Release()
+		return v, nil, err
+	}
+	return v, res, nil
+}
+
 // deadlineReset lifts the body's read deadline once the body is read.
 type deadlineReset struct {
 	r    io.Reader

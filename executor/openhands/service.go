@@ -130,14 +130,8 @@ func decodeArgs(a *api.Action, v any) error {
 }
 
 func (s *Service) handleExecuteAction(w http.ResponseWriter, r *http.Request) {
-	body, mem, err := s.opts.Bodies.JSON(w, r)
+	a, mem, err := httpapi.DecodeWith(s.opts.Bodies, w, r, decodeExecuteAction)
 	if err != nil {
-		httpapi.Error(w, err)
-		return
-	}
-	a, err := decodeExecuteAction(body)
-	if err != nil {
-		mem.Release()
 		httpapi.Error(w, err)
 		return
 	}

@@ -119,14 +119,8 @@ func (s *Service) Close() error {
 func (s *Service) Running() int { return s.table.running() }
 
 func (s *Service) handleStart(w http.ResponseWriter, r *http.Request) {
-	body, res, err := s.opts.Bodies.JSON(w, r)
+	req, res, err := httpapi.DecodeWith(s.opts.Bodies, w, r, decodeRunRequest)
 	if err != nil {
-		httpapi.Error(w, err)
-		return
-	}
-	req, err := decodeRunRequest(body)
-	if err != nil {
-		res.Release()
 		httpapi.Error(w, err)
 		return
 	}
@@ -352,14 +346,7 @@ func (s *Service) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.SignalRequest
-	body, res, err := s.opts.Bodies.JSON(w, r)
-	if err != nil {
-		httpapi.Error(w, err)
-		return
-	}
-	err = httpapi.Decode(body, &req)
-	res.Release()
-	if err != nil {
+	if err := s.opts.Bodies.Decode(w, r, &req); err != nil {
 		httpapi.Error(w, err)
 		return
 	}

@@ -274,13 +274,17 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusCreated, s.sessionInfo(sess))
 }
 
-func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) {
+// named returns the existing session the request's path names.
+func (s *Service) named(r *http.Request) (*bash.Session, error) {
 	name := r.PathValue("name")
 	if err := api.ValidSessionName(name); err != nil {
-		httpapi.Error(w, httpapi.BadRequest(err))
-		return
+		return nil, httpapi.BadRequest(err)
 	}
-	sess, err := s.mgr.Get(name)
+	return s.mgr.Get(name)
+}
+
+func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.named(r)
 	if err != nil {
 		httpapi.Error(w, err)
 		return
@@ -289,18 +293,13 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := api.ValidSessionName(name); err != nil {
-		httpapi.Error(w, httpapi.BadRequest(err))
-		return
-	}
-	sess, err := s.mgr.Get(name)
+	sess, err := s.named(r)
 	if err != nil {
 		httpapi.Error(w, err)
 		return
 	}
 	info := s.sessionInfo(sess)
-	if err := s.mgr.Delete(name); err != nil {
+	if err := s.mgr.Delete(sess.Name()); err != nil {
 		httpapi.Error(w, err)
 		return
 	}
@@ -310,17 +309,12 @@ func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleRun(w http.ResponseWriter, r *http.Request) {
-	body, mem, err := s.opts.Bodies.JSON(w, r)
+	req, mem, err := httpapi.DecodeWith(s.opts.Bodies, w, r, decodeSessionRun)
 	if err != nil {
 		httpapi.Error(w, err)
 		return
 	}
-	req, err := decodeSessionRun(body)
 	mem.Release() // the command may run for long; its text is handed over
-	if err != nil {
-		httpapi.Error(w, err)
-		return
-	}
 	sess, err := s.session(r.Context(), r.PathValue("name"))
 	if err != nil {
 		httpapi.Error(w, err)
