@@ -18,11 +18,6 @@ import (
 	_ "github.com/bothy-sandbox/bothy/plugins/builtin" // every plugin registers itself
 )
 
-// DefaultSocket is where the executor listens when it is given neither
-// --socket nor --listen-fd. In a bothy sandbox it gets --listen-fd: the
-// socket is bound on the host, in a directory the sandbox cannot reach.
-const DefaultSocket = "/.bothy/run/api.sock"
-
 func main() {
 	code, err := run(os.Args[1:])
 	if err != nil {
@@ -41,7 +36,7 @@ func run(args []string) (int, error) {
 		fs.PrintDefaults()
 	}
 	var (
-		socket       = fs.String("socket", DefaultSocket, "path of the API `socket` (created with mode 0600)")
+		socket       = fs.String("socket", executor.DefaultSocket, "path of the API `socket` (created with mode 0600)")
 		listenFD     = fs.Int("listen-fd", -1, "serve on this inherited listening Unix socket instead of creating --socket")
 		readyFD      = fs.Int("ready-fd", -1, "write \"ready\\n\" to this file descriptor once serving, then close it")
 		seccompFD    = fs.Int("seccomp-fd", -1, "load the seccomp program (struct sock_filter array) read from this file descriptor before anything else")

@@ -102,7 +102,7 @@ func startBin(t *testing.T, bin string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "run", "executor.sock")
+	sock := filepath.Join(dir, "run", "api.sock")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
