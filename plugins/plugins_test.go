@@ -72,3 +72,20 @@ func TestBuiltinServicesUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// Names and package names are checked as the patterns
+// ^[a-z0-9][a-z0-9-]{0,31}$ and ^[a-z0-9][a-z0-9+.-]+$ (Debian policy).
+func TestRecipeNames(t *testing.T) {
+	for name, ok := range map[string]bool{"jupyter": true, "a": true, "x-1": true, "1x": true, strings.Repeat("a", 32): true,
+		"": false, "-x": false, "X": false, "a b": false, "a_b": false, "a.b": false, strings.Repeat("a", 33): false} {
+		if err := (plugins.Recipe{Name: name, Check: "true"}).Validate(); (err == nil) != ok {
+			t.Errorf("name %q: %v", name, err)
+		}
+	}
+	for pkg, ok := range map[string]bool{"jq": true, "g++": true, "python3-ipykernel": true, "libc6.1": true, "0ad": true,
+		"j": false, "+x": false, ".x": false, "-x": false, "Jq": false, "jq;rm": false, "jq rm": false, "": false} {
+		if err := (plugins.Recipe{Name: "x", Packages: []string{pkg}, Check: "true"}).Validate(); (err == nil) != ok {
+			t.Errorf("package %q: %v", pkg, err)
+		}
+	}
+}

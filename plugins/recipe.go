@@ -2,7 +2,6 @@ package plugins
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -23,19 +22,26 @@ type Recipe struct {
 	Check string `json:"check"`
 }
 
-var (
-	namePattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-	packagePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`) // Debian policy 5.6.1
-)
+// validName: lower-case letters, digits and dashes, starting with a letter
+// or digit, at most 32 bytes.
+func validName(n string) bool {
+	return n != "" && len(n) <= 32 && n[0] != '-' && strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
+}
+
+// validPackage: a Debian package name (policy 5.6.1): lower-case letters,
+// digits, '+', '-' and '.', at least two, starting with a letter or digit.
+func validPackage(p string) bool {
+	return len(p) >= 2 && strings.IndexByte("+-.", p[0]) < 0 && strings.Trim(p, "abcdefghijklmnopqrstuvwxyz0123456789+-.") == ""
+}
 
 // Validate checks that a recipe can be installed: a plain name, Debian
 // package names that cannot inject shell syntax, a check command.
 func (r Recipe) Validate() error {
-	if !namePattern.MatchString(r.Name) {
+	if !validName(r.Name) {
 		return fmt.Errorf("plugin name %q: want lower-case letters, digits and dashes", r.Name)
 	}
 	for _, p := range r.Packages {
-		if !packagePattern.MatchString(p) {
+		if !validPackage(p) {
 			return fmt.Errorf("plugin %s: %q is not a Debian package name", r.Name, p)
 		}
 	}
