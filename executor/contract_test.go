@@ -56,6 +56,9 @@ func contractServer(t testing.TB, opts executor.Options, rec *recorder) *contrac
 	if opts.Reaper == nil {
 		opts.Reaper = globalReaper // nil unless the tests run under a global reaper
 	}
+	if opts.Env == nil {
+		opts.Env = os.Environ() // as cmd/bothy-executor passes its own
+	}
 	s, err := executor.New(opts)
 	if err != nil {
 		t.Fatalf("new executor: %v", err)

@@ -16,7 +16,6 @@ import (
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
-	"github.com/bothy-sandbox/bothy/executor/files"
 )
 
 func TestFilesAPI(t *testing.T) {
@@ -27,7 +26,7 @@ func TestFilesAPI(t *testing.T) {
 	p := filepath.Join(dir, "sub", "f.txt")
 
 	in, err := c.WriteFile(ctx, p, strings.NewReader("one\ntwo\nthree\n"), client.WriteOptions{Mode: 0o640})
-	if err != nil || in.Size != 14 || in.Mode != 0o640 || in.Type != files.TypeFile {
+	if err != nil || in.Size != 14 || in.Mode != 0o640 || in.Type != api.FileTypeFile {
 		t.Fatalf("write: %+v %v", in, err)
 	}
 	if _, err := c.WriteFile(ctx, p, strings.NewReader("x"), client.WriteOptions{Exclusive: true}); !errors.Is(err, api.ErrConflict) {
@@ -37,7 +36,7 @@ func TestFilesAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd, err := c.ReadFile(ctx, p, client.ReadOptions{Start: 2, End: 3})
-	if err != nil || rd.Content != "two\nthree\n" || rd.Start != 2 || rd.End != 3 || rd.Kind != files.KindText {
+	if err != nil || rd.Content != "two\nthree\n" || rd.Start != 2 || rd.End != 3 || rd.Kind != api.KindText {
 		t.Fatalf("read: %+v %v", rd, err)
 	}
 	st, err := c.Stat(ctx, p)
@@ -45,7 +44,7 @@ func TestFilesAPI(t *testing.T) {
 		t.Fatalf("stat: %+v %v", st, err)
 	}
 	os.Symlink("f.txt", filepath.Join(dir, "sub", "link"))
-	if st, err := c.StatFollow(ctx, filepath.Join(dir, "sub", "link")); err != nil || st.Type != files.TypeFile {
+	if st, err := c.StatFollow(ctx, filepath.Join(dir, "sub", "link")); err != nil || st.Type != api.FileTypeFile {
 		t.Fatalf("stat follow: %+v %v", st, err)
 	}
 	list, err := c.ListFiles(ctx, dir, client.ListOptions{Recursive: true})
@@ -96,7 +95,7 @@ func TestFilesAPI(t *testing.T) {
 
 	// Images come back as data: URLs.
 	os.WriteFile(filepath.Join(dir, "i.gif"), []byte("GIF89a..."), 0o644)
-	if rd, err := c.ReadFile(ctx, filepath.Join(dir, "i.gif"), client.ReadOptions{}); err != nil || rd.Kind != files.KindImage ||
+	if rd, err := c.ReadFile(ctx, filepath.Join(dir, "i.gif"), client.ReadOptions{}); err != nil || rd.Kind != api.KindImage ||
 		!strings.HasPrefix(rd.Content, "data:image/gif;base64,") {
 		t.Fatalf("read image: %+v %v", rd, err)
 	}
@@ -156,7 +155,7 @@ func TestUploadDownload(t *testing.T) {
 		t.Fatalf("downloaded %v", b)
 	}
 	d.Body.Close()
-	d, err = c.Download(ctx, filepath.Join(dir, "t"), files.FormatTar)
+	d, err = c.Download(ctx, filepath.Join(dir, "t"), api.FormatTar)
 	if err != nil || !d.Dir || d.Name != "t.tar" || d.MIME != "application/x-tar" {
 		t.Fatalf("download a directory: %+v %v", d, err)
 	}

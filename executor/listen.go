@@ -13,6 +13,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SocketName is the name of the API socket, wherever it is bound: in the
+// sandbox's state directory on the host (STATE/sb/ID/api.sock) or, for an
+// executor started by another runtime, DefaultSocket.
+const SocketName = "api.sock"
+
+// DefaultSocket is where bothy-executor listens when it is given neither
+// --socket nor --listen-fd. In a bothy sandbox it gets --listen-fd: the
+// socket is bound on the host, in a directory the sandbox cannot reach.
+const DefaultSocket = "/.bothy/run/" + SocketName
+
 // ErrSocketInUse: another server answers on the socket path.
 var ErrSocketInUse = errors.New("socket is in use by a live server")
 

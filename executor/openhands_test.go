@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"mime/multipart"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/plugins"
 )
 
 // noChange is the no-change timeout of the agent test servers: short, so
@@ -326,7 +328,8 @@ func TestOpenHandsEdit(t *testing.T) {
 	wantError(t, status, resp, 400, api.CodeBadRequest)
 }
 
-// fakePlugin is a Plugin for tests.
+// fakePlugin is a Plugin for tests: its Start waits for ready (when not
+// nil), its service executes its actions and has a token.
 type fakePlugin struct {
 	name    string
 	actions []string
@@ -334,15 +337,33 @@ type fakePlugin struct {
 	token   string
 }
 
-var _ executor.TokenPlugin = (*fakePlugin)(nil)
+var (
+	_ plugins.Plugin  = (*fakePlugin)(nil)
+	_ plugins.Tokener = fakeService{}
+)
 
-func (p *fakePlugin) Name() string           { return p.name }
-func (p *fakePlugin) Actions() []string      { return p.actions }
-func (p *fakePlugin) Ready() <-chan struct{} { return p.ready }
-func (p *fakePlugin) ConnectionToken() string {
-	return p.token
+func (p *fakePlugin) Name() string      { return p.name }
+func (p *fakePlugin) Actions() []string { return p.actions }
+func (p *fakePlugin) Recipe() plugins.Recipe {
+	return plugins.Recipe{Name: p.name, Check: "true"}
 }
-func (p *fakePlugin) Execute(ctx context.Context, a *api.Action) (*api.Observation, error) {
+func (p *fakePlugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
+	if p.ready != nil {
+		select {
+		case <-p.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return fakeService{p}, nil
+}
+
+type fakeService struct{ p *fakePlugin }
+
+func (s fakeService) ConnectionToken() string { return s.p.token }
+func (s fakeService) Handler() http.Handler   { return nil }
+func (s fakeService) Close() error            { return nil }
+func (s fakeService) Execute(ctx context.Context, a *api.Action) (*api.Observation, error) {
 	return api.NewObservation(api.ObservationRunIPython, "Code executed in IPython cell.", "ran "+string(a.Args), nil), nil
 }
 
@@ -369,7 +390,14 @@ func TestOpenHandsPlugins(t *testing.T) {
 	// A plugin claims an action; /alive says it is starting until ready.
 	jup := &fakePlugin{name: "jupyter", actions: []string{"run_ipython"}, ready: make(chan struct{})}
 	vs := &fakePlugin{name: "vscode", token: "tok"}
-	ts2, _ := agentServer(t, executor.Options{Plugins: []executor.Plugin{jup, vs}})
+	ts2, _ := agentServer(t, executor.Options{Plugins: []plugins.Plugin{jup, vs}, EagerPlugins: true})
+	for { // vscode starts at once, on its own goroutine
+		a, err := ts2.c.AliveStatus(testCtx(t))
+		if err != nil || len(a.Plugins) == 2 && a.Plugins[1].State == api.PluginRunning {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	a, err := ts2.c.AliveStatus(testCtx(t))
 	if err != nil || a.Status != "ok" || !slices.Equal(a.Starting, []string{"jupyter"}) {
 		t.Fatalf("alive while starting: %+v %v", a, err)
@@ -391,7 +419,7 @@ func TestOpenHandsPlugins(t *testing.T) {
 	if strings.TrimSpace(string(resp)) != `{"token":"tok"}` {
 		t.Fatalf("token: %d %s", status, resp)
 	}
-	if _, err := executor.New(executor.Options{Plugins: []executor.Plugin{&fakePlugin{name: "x", actions: []string{"run"}}}}); err == nil {
+	if _, err := executor.New(executor.Options{Plugins: []plugins.Plugin{&fakePlugin{name: "x", actions: []string{"run"}}}}); err == nil {
 		t.Fatal("a plugin claimed a core action")
 	}
 }

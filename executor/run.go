@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bothy-sandbox/bothy/executor/cgroup"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
@@ -59,8 +61,11 @@ type Config struct {
 	ExitWithMain bool
 	// MemoryLimit is the executor's soft memory limit (DefaultMemoryLimit
 	// when zero, never more than half the sandbox's memory limit;
-	// negative: none). GOMEMLIMIT in the environment wins.
+	// negative: none). GoMemLimit wins.
 	MemoryLimit int64
+	// GoMemLimit is $GOMEMLIMIT of the executor's environment: when set,
+	// the Go runtime applies it and MemoryLimit is not.
+	GoMemLimit string
 }
 
 // Run is the executor's life: reaper, socket, main command, readiness,
@@ -73,40 +78,14 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
+	if cfg.Server.Logger == nil {
+		cfg.Server.Logger = slog.New(slog.DiscardHandler)
+	}
 	log := cfg.Server.Logger
-	if log == nil {
-		log = discardLogger()
-	}
-	// Commands in the sandbox run as the same user as the executor but
-	// without CAP_SYS_PTRACE: non-dumpable, the executor cannot be traced
-	// by them, nor its memory or environment (the API key) read through
-	// /proc/1. Commands are dumpable again after their execve.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		log.Warn("make the executor non-dumpable", "err", err)
-	}
-	sandboxLimit := readMemory().LimitBytes
-	if lim := memoryLimit(cfg.MemoryLimit, os.Getenv("GOMEMLIMIT"), sandboxLimit); lim > 0 {
-		debug.SetMemoryLimit(lim)
-		log.Debug("memory limit", "bytes", lim)
-	}
-	fitToSandbox(&cfg.Server, sandboxLimit)
+	limitSelf(&cfg)
 	// Catch the signals before anything can be started.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	// SIGHUP would end a Go program (and PID 1 receives what it handles);
-	// SIGPIPE on a closed stderr (the launcher has gone: no daemon) too.
-	// Notify, not Ignore: processes must not inherit SIG_IGN.
-	ignored := make(chan os.Signal, 1)
-	signal.Notify(ignored, syscall.SIGHUP, syscall.SIGPIPE)
-	defer func() {
-		signal.Stop(ignored)
-		close(ignored)
-	}()
-	go func() {
-		for range ignored {
-		}
-	}()
+	sigs, stopSignals := catchSignals()
+	defer stopSignals()
 
 	// Commands go first when memory runs out: the executor cannot lower
 	// its own score without CAP_SYS_RESOURCE, but it can raise theirs.
@@ -124,41 +103,109 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	defer s.Close()
 	ln := cfg.Listener
 	if ln == nil {
-		ln, err = Listen(cfg.Socket)
-		if err != nil {
+		if ln, err = Listen(cfg.Socket); err != nil {
 			return 1, err
 		}
 	}
-	serveCtx, stopServe := context.WithCancel(context.Background())
+	// Serving goes on through the shutdown, whatever ctx does.
+	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServe()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(serveCtx, ln) }()
 	log.Info("serving", "socket", cfg.Socket, "pid", os.Getpid(), "reaper", r.Mode().String())
 
-	if len(cfg.Main) > 0 {
-		start := func() error { return s.StartMain(cfg.Main, cfg.MainLog) }
-		if cfg.MainOut != nil {
-			start = func() error { return s.StartMainFile(cfg.Main, cfg.MainOut) }
-		}
-		if err := start(); err != nil {
-			s.shutdown(sigs, syscall.SIGTERM, cfg.Grace)
-			return 1, err
-		}
+	if err := s.startMain(cfg); err != nil {
+		s.shutdown(ctx, sigs, syscall.SIGTERM, cfg.Grace)
+		return 1, err
 	}
-	if cfg.Ready != nil {
-		werr := ipc.Send(cfg.Ready, ipc.ExecutorReady{})
-		cerr := cfg.Ready.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			log.Warn("signal readiness", "err", err)
-		}
+	signalReady(cfg.Ready, log)
+	code, forward, served, runErr := s.waitForEnd(ctx, cfg.ExitWithMain, sigs, errc)
+	s.shutdown(ctx, sigs, forward, cfg.Grace)
+	stopServe()
+	if !served {
+		runErr = <-errc
 	}
+	return code, runErr
+}
 
+// limitSelf makes the executor non-dumpable, sets its soft memory limit
+// and fits the memory budgets of cfg to the sandbox's limit.
+func limitSelf(cfg *Config) {
+	log := cfg.Server.Logger
+	// Commands in the sandbox run as the same user as the executor but
+	// without CAP_SYS_PTRACE: non-dumpable, the executor cannot be traced
+	// by them, nor its memory or environment (the API key) read through
+	// /proc/1. Commands are dumpable again after their execve.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("make the executor non-dumpable", "err", err)
+	}
+	cg := cfg.Server.Cgroup
+	if cg == nil {
+		cg = cgroup.Default
+	}
+	sandbox, _ := cg.Memory()
+	if lim := memoryLimit(cfg.MemoryLimit, cfg.GoMemLimit, sandbox.Limit); lim > 0 {
+		debug.SetMemoryLimit(lim)
+		log.Debug("memory limit", "bytes", lim)
+	}
+	fitToSandbox(&cfg.Server, sandbox.Limit)
+}
+
+// catchSignals delivers SIGTERM and SIGINT on the channel it returns, and
+// keeps SIGHUP and SIGPIPE from ending the executor, until stop.
+func catchSignals() (sigs <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+	// SIGHUP would end a Go program (and PID 1 receives what it handles);
+	// SIGPIPE on a closed stderr (the launcher has gone: no daemon) too.
+	// Notify, not Ignore: processes must not inherit SIG_IGN.
+	ignored := make(chan os.Signal, 1)
+	signal.Notify(ignored, syscall.SIGHUP, syscall.SIGPIPE)
+	go func() {
+		for range ignored {
+		}
+	}()
+	return c, func() {
+		signal.Stop(c)
+		signal.Stop(ignored)
+		close(ignored)
+	}
+}
+
+// startMain starts cfg's main command, if any.
+func (s *Server) startMain(cfg Config) error {
+	switch {
+	case len(cfg.Main) == 0:
+		return nil
+	case cfg.MainOut != nil:
+		return s.StartMainFile(cfg.Main, cfg.MainOut)
+	default:
+		return s.StartMain(cfg.Main, cfg.MainLog)
+	}
+}
+
+// signalReady sends the ExecutorReady frame on ready and closes it.
+func signalReady(ready io.WriteCloser, log *slog.Logger) {
+	if ready == nil {
+		return
+	}
+	werr := ipc.Send(ready, ipc.ExecutorReady{})
+	cerr := ready.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		log.Warn("signal readiness", "err", err)
+	}
+}
+
+// waitForEnd waits for what ends the executor: a signal (forwarded), the
+// main command's exit (with exitWithMain: its code), ctx, or the server
+// ending (served, with its error and code 1).
+func (s *Server) waitForEnd(ctx context.Context, exitWithMain bool, sigs <-chan os.Signal, errc <-chan error) (code int, forward syscall.Signal, served bool, runErr error) {
 	var mainDone <-chan struct{}
-	if cfg.ExitWithMain {
+	if exitWithMain {
 		mainDone = s.MainDone()
 	}
-	code, forward := 0, syscall.SIGTERM
-	var runErr error
+	log := s.opts.Logger
+	forward = syscall.SIGTERM
 	select {
 	case sig := <-sigs:
 		forward = sig.(syscall.Signal)
@@ -169,17 +216,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		log.Info("main command exited", "code", code)
 	case <-ctx.Done():
 	case runErr = <-errc:
-		code = 1
-		errc = nil
+		return 1, forward, true, runErr
 	}
-	s.shutdown(sigs, forward, cfg.Grace)
-	stopServe()
-	if errc != nil {
-		if err := <-errc; err != nil && runErr == nil {
-			runErr = err
-		}
-	}
-	return code, runErr
+	return code, forward, false, nil
 }
 
 // memoryLimit returns the soft memory limit to set: configured (0:
@@ -221,9 +260,10 @@ func fitToSandbox(o *Options, limit uint64) {
 }
 
 // shutdown refuses new processes, forwards sig to every process, waits up
-// to grace (a second signal cuts it short) and kills what is left.
-func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.Duration) {
-	s.closing.Store(true)
+// to grace (a second signal cuts it short) and kills what is left. It runs
+// to the end whether ctx is done or not (ctx is often why it runs).
+func (s *Server) shutdown(ctx context.Context, sigs <-chan os.Signal, sig syscall.Signal, grace time.Duration) {
+	s.services.shutdown()
 	pid1 := os.Getpid() == 1
 	signalAll := func(sig syscall.Signal) {
 		if pid1 {
@@ -231,25 +271,26 @@ func (s *Server) shutdown(sigs <-chan os.Signal, sig syscall.Signal, grace time.
 		}
 		s.reaper.SignalAll(sig)
 	}
-	n := len(s.reaper.Live())
-	s.log.Info("shutting down", "signal", sig.String(), "processes", n, "grace", grace)
+	log := s.opts.Logger
+	log.Info("shutting down", "signal", sig.String(), "processes", len(s.reaper.Live()), "grace", grace)
 	signalAll(sig)
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	ctx = context.WithoutCancel(ctx)
+	gctx, cancel := context.WithTimeout(ctx, grace)
 	go func() {
 		select {
 		case <-sigs:
 			cancel()
-		case <-ctx.Done():
+		case <-gctx.Done():
 		}
 	}()
-	err := s.reaper.WaitIdle(ctx)
+	err := s.reaper.WaitIdle(gctx)
 	cancel()
 	if err != nil {
-		s.log.Info("grace period over, killing", "processes", len(s.reaper.Live()))
+		log.Info("grace period over, killing", "processes", len(s.reaper.Live()))
 		signalAll(syscall.SIGKILL)
-		kctx, kcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		kctx, kcancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := s.reaper.WaitIdle(kctx); err != nil {
-			s.log.Warn("processes left after SIGKILL", "err", fmt.Sprint(err))
+			log.Warn("processes left after SIGKILL", "err", fmt.Sprint(err))
 		}
 		kcancel()
 	}

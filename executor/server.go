@@ -6,11 +6,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,248 +17,67 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/bash"
-	"github.com/bothy-sandbox/bothy/executor/editor"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/info"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 )
-
-// Defaults of Options.
-const (
-	DefaultMaxOutput      = 16 << 20
-	DefaultMaxRetained    = 4 << 20
-	DefaultMaxRequestBody = 8 << 20
-	DefaultRequestMemory  = 32 << 20
-	DefaultOutputMemory   = 32 << 20
-	DefaultMaxConns       = 256
-	DefaultMaxProcesses   = 1024
-	DefaultMaxSessions    = 16
-	DefaultWaitDelay      = 500 * time.Millisecond
-	DefaultMaxFinished    = 64
-	DefaultShell          = "/bin/sh"
-	DefaultMaxUpload      = 4 << 30
-)
-
-// APIKeyEnv is the environment variable that may carry the API key; it is
-// never passed on to processes.
-const APIKeyEnv = "BOTHY_API_KEY"
 
 // maxHeaderBytes caps a request's line and headers (a path of PATH_MAX
 // bytes, escaped, fits).
 const maxHeaderBytes = 32 << 10
 
-// Version is reported by GET /v1/info; cmd/bothy-executor may set it at
-// link time (-X).
-var Version = "dev"
-
-// Options configure a Server. The zero value serves without auth, with the
-// defaults above, and its own Reaper.
-type Options struct {
-	// APIKey, when set, is required in the X-Session-API-Key header of every
-	// request except GET /alive.
-	APIKey string
-	// Env is the base environment of started processes; nil means the
-	// executor's own environment without BOTHY_API_KEY.
-	Env []string
-	// Reaper starts and waits for every process; nil means reap.New with
-	// Auto mode (global when PID 1). A Reaper passed in is not closed by
-	// the Server.
-	Reaper *reap.Reaper
-	// MaxOutput caps the captured output per stream (wait mode) and what a
-	// request's max_output may ask for.
-	MaxOutput int
-	// MaxRetained is the output retained per background process when the
-	// request does not set max_output.
-	MaxRetained int
-	// MaxRequestBody caps JSON request bodies (and OpenHands' list_files
-	// body); a larger one is refused with 413 before it is read. Large
-	// content goes through the streaming routes (PUT /v1/files, uploads,
-	// stdin as application/octet-stream), which copy in bounded chunks.
-	MaxRequestBody int64
-	// RequestMemory bounds the memory that requests in flight may hold at
-	// once for JSON bodies, file contents and editor work: each reserves
-	// its estimate first and waits its turn while the budget is taken.
-	RequestMemory int64
-	// OutputMemory bounds the process output retained in memory across
-	// processes (wait-mode captures, background output) beyond 4 KiB per
-	// stream: output that finds it spent is dropped and reported truncated.
-	OutputMemory int64
-	// MaxProcesses caps the processes started through the API that are
-	// running at once (each costs the executor about 20 KiB).
-	MaxProcesses int
-	// MaxSessions caps the bash sessions (default included): creating one
-	// more is refused with 409.
-	MaxSessions int
-	// MaxConns caps the connections served at once; further ones wait to
-	// be accepted.
-	MaxConns int
-	// WaitDelay bounds how long output is still read after a process has
-	// exited, when a descendant that outlives it keeps its pipes open.
-	WaitDelay time.Duration
-	// MaxFinished is how many finished background processes are kept for
-	// status and output reads; the oldest are forgotten first.
-	MaxFinished int
-	// Shell runs RunRequest.Cmd as Shell -c Cmd.
-	Shell string
-	// Logger receives the server's log; nil discards it.
-	Logger *slog.Logger
-	// Cwd is the working directory of new bash sessions, and where the
-	// OpenHands dialect resolves relative paths when no session has
-	// changed directory; empty means the executor's.
-	Cwd string
-	// NoChangeTimeout is the sessions' default no-change timeout; zero
-	// means 10 s (bash.DefaultNoChangeTimeout).
-	NoChangeTimeout time.Duration
-	// MaxUpload caps an uploaded or written file and an unpacked archive
-	// (DefaultMaxUpload, 4 GiB, when zero).
-	MaxUpload int64
-	// Plugins serve the OpenHands actions the core does not (Jupyter,
-	// browser) and the VS Code token.
-	Plugins []Plugin
-}
-
 // Route is one entry of the API. Every route the Server answers is in the
-// table built by (*Server).routes.
-type Route struct {
-	Method  string
-	Path    string // net/http ServeMux pattern path, e.g. /v1/processes/{id}
-	Public  bool   // answered without the API key
-	Quiet   bool   // does not count as activity for idle time
-	Summary string
-	Handler http.HandlerFunc
-}
+// table Routes returns, each service contributing its own.
+type Route = httpapi.Route
 
-// Server is the executor's HTTP API.
+// Server is the executor's HTTP API: the route table of its services, the
+// API key, activity tracking, the memory budgets they share, and shutdown.
+// The services (see services.go) do the rest.
 type Server struct {
-	opts    Options
-	reaper  *reap.Reaper
-	ownReap bool
-	env     []string
-	log     *slog.Logger
-	keyHash [sha256.Size]byte
-	auth    bool
-	handler http.Handler
-	devNull *os.File
-	procs   procTable
-	nextID  atomic.Uint64
-	started time.Time
-	active  atomic.Int64 // unix nanos of the last non-quiet request edge
-	baseCtx context.Context
-	cancel  context.CancelFunc
-	closing atomic.Bool // shutting down: no new processes
-	reqMem  *memBudget  // memory of requests in flight (Options.RequestMemory)
-	outMem  *outBudget  // retained process output (Options.OutputMemory)
-	freer   memoryReturner
-	running atomic.Int64 // processes started and not yet done
-
-	mainMu sync.Mutex
-	main   *mainProc
-
-	cwd      string
-	sessions *bash.Manager
-	sessMeta sync.Map // name → time.Time of creation
-	editor   *editor.Editor
-	plugins  map[string]Plugin // by action type
-	cpu      cpuSampler
-
-	sessMu      sync.Mutex    // serializes session creation against MaxSessions
-	staticSlots chan struct{} // OpenHands' is_static shells running at once
+	opts     Options
+	key      *[sha256.Size]byte // hash of the API key; nil: no auth
+	routes   []Route
+	handler  http.Handler
+	active   *activity
+	reqMem   *budget.Memory // what requests in flight hold (Options.RequestMemory)
+	reaper   *reap.Reaper
+	ownReap  bool
+	services services
+	ctx      context.Context // of every request; done once the Server is closed
+	cancel   context.CancelFunc
 
 	closeOnce sync.Once
 }
 
 // New returns a Server; Serve it on a listener.
 func New(opts Options) (*Server, error) {
-	if opts.MaxOutput <= 0 {
-		opts.MaxOutput = DefaultMaxOutput
-	}
-	if opts.MaxRetained <= 0 {
-		opts.MaxRetained = min(DefaultMaxRetained, opts.MaxOutput)
-	}
-	if opts.MaxRequestBody <= 0 {
-		opts.MaxRequestBody = DefaultMaxRequestBody
-	}
-	if opts.RequestMemory <= 0 {
-		opts.RequestMemory = DefaultRequestMemory
-	}
-	if opts.OutputMemory <= 0 {
-		opts.OutputMemory = DefaultOutputMemory
-	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = DefaultMaxConns
-	}
-	if opts.MaxProcesses <= 0 {
-		opts.MaxProcesses = DefaultMaxProcesses
-	}
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = DefaultMaxSessions
-	}
-	if opts.WaitDelay <= 0 {
-		opts.WaitDelay = DefaultWaitDelay
-	}
-	if opts.MaxFinished <= 0 {
-		opts.MaxFinished = DefaultMaxFinished
-	}
-	if opts.Shell == "" {
-		opts.Shell = DefaultShell
-	}
-	if opts.MaxUpload <= 0 {
-		opts.MaxUpload = DefaultMaxUpload
-	}
-	s := &Server{opts: opts, log: opts.Logger, started: time.Now(),
-		reqMem: newMemBudget(opts.RequestMemory), outMem: &outBudget{max: opts.OutputMemory}}
-	s.freer.delay = time.Second
-	s.reqMem.idle, s.outMem.idle = s.freer.schedule, s.freer.schedule
-	if s.log == nil {
-		s.log = discardLogger()
-	}
-	s.env = opts.Env
-	if s.env == nil {
-		s.env = withoutEnv(os.Environ(), APIKeyEnv)
-	}
+	opts = opts.withDefaults()
+	s := &Server{opts: opts, active: newActivity(), reaper: opts.Reaper}
 	if opts.APIKey != "" {
-		s.auth = true
-		s.keyHash = sha256.Sum256([]byte(opts.APIKey))
+		h := sha256.Sum256([]byte(opts.APIKey))
+		s.key = &h
 	}
-	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
-	}
-	s.devNull = devNull
-	s.reaper = opts.Reaper
 	if s.reaper == nil {
 		r, err := reap.New(reap.Options{})
 		if err != nil {
-			devNull.Close()
 			return nil, fmt.Errorf("start reaper: %w", err)
 		}
 		s.reaper, s.ownReap = r, true
 	}
-	s.procs.byID = make(map[string]*process)
-	s.cwd = opts.Cwd
-	if s.cwd == "" {
-		if s.cwd, err = os.Getwd(); err != nil {
-			s.cwd = "/"
-		}
-	}
-	s.sessions = bash.NewManager(bash.Options{
-		Cwd:             s.cwd,
-		Env:             sessionEnv(s.env),
-		NoChangeTimeout: opts.NoChangeTimeout,
-		MaxBuffer:       sessionMaxBuffer,
-		Reaper:          s.reaper,
-	})
-	s.staticSlots = make(chan struct{}, maxStaticSessions)
-	s.editor = editor.New(editor.WithWorkspaceRoot(s.cwd))
-	if s.plugins, err = pluginTable(opts.Plugins); err != nil {
-		s.sessions.Close()
+	freer := budget.NewReturner(time.Second)
+	s.reqMem = budget.NewMemory(opts.RequestMemory, freer.Schedule)
+	outMem := budget.NewOutput(opts.OutputMemory, freer.Schedule)
+	svcs, err := newServices(opts, s.reaper, s.reqMem, outMem, s.active)
+	if err != nil {
 		if s.ownReap {
 			s.reaper.Close()
 		}
-		devNull.Close()
 		return nil, err
 	}
-	s.baseCtx, s.cancel = context.WithCancel(context.Background())
-	s.active.Store(s.started.UnixNano())
+	s.services = svcs
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.routes = svcs.routes()
 	s.handler = s.buildHandler()
 	return s, nil
 }
@@ -271,54 +88,22 @@ func (s *Server) Reaper() *reap.Reaper { return s.reaper }
 // Handler returns the HTTP handler of the API (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Routes returns the route table.
-func (s *Server) Routes() []Route { return s.routes() }
+// Routes returns the route table: /alive first, then the native API under
+// /v1, the OpenHands dialect and the plugins' routes.
+func (s *Server) Routes() []Route { return s.routes }
 
-// routes lists every route of the API: the native API under /v1, then the
-// OpenHands dialect.
-func (s *Server) routes() []Route {
-	return []Route{
-		{Method: "GET", Path: "/alive", Public: true, Quiet: true, Summary: "liveness (and plugins still starting)", Handler: s.handleAlive},
-		{Method: "GET", Path: "/v1/info", Quiet: true, Summary: "executor and sandbox information", Handler: s.handleInfo},
-		{Method: "GET", Path: "/v1/processes", Summary: "list processes", Handler: s.handleList},
-		{Method: "POST", Path: "/v1/processes", Summary: "start a process (wait, stream or background)", Handler: s.handleStart},
-		{Method: "GET", Path: "/v1/processes/{id}", Summary: "process status", Handler: s.handleGet},
-		{Method: "DELETE", Path: "/v1/processes/{id}", Summary: "kill if running and forget a process", Handler: s.handleDelete},
-		{Method: "GET", Path: "/v1/processes/{id}/output", Summary: "read or follow a background process's output", Handler: s.handleOutput},
-		{Method: "POST", Path: "/v1/processes/{id}/stdin", Summary: "write to or close a process's stdin", Handler: s.handleStdin},
-		{Method: "POST", Path: "/v1/processes/{id}/signal", Summary: "signal a process (group)", Handler: s.handleSignal},
-		{Method: "POST", Path: "/v1/processes/{id}/wait", Summary: "wait for a process to exit", Handler: s.handleWait},
-
-		{Method: "GET", Path: "/v1/sessions", Summary: "list bash sessions", Handler: s.handleSessionList},
-		{Method: "POST", Path: "/v1/sessions", Summary: "create a bash session", Handler: s.handleSessionCreate},
-		{Method: "GET", Path: "/v1/sessions/{name}", Summary: "state of a bash session", Handler: s.handleSessionGet},
-		{Method: "DELETE", Path: "/v1/sessions/{name}", Summary: "close a bash session (kills its jobs)", Handler: s.handleSessionDelete},
-		{Method: "POST", Path: "/v1/sessions/{name}/run", Summary: "run, poll, type into or interrupt a command in a session", Handler: s.handleSessionRun},
-
-		{Method: "GET", Path: "/v1/files", Summary: "read a file (lines, or an image/PDF as a data URL)", Handler: s.handleFileRead},
-		{Method: "PUT", Path: "/v1/files", Summary: "write a file from the raw body", Handler: s.handleFileWrite},
-		{Method: "DELETE", Path: "/v1/files", Summary: "delete a file or directory", Handler: s.handleFileDelete},
-		{Method: "GET", Path: "/v1/files/stat", Summary: "describe a file", Handler: s.handleFileStat},
-		{Method: "GET", Path: "/v1/files/list", Summary: "list a directory", Handler: s.handleFileList},
-		{Method: "POST", Path: "/v1/files/move", Summary: "move or rename", Handler: s.handleFileMove},
-		{Method: "POST", Path: "/v1/files/upload", Summary: "upload files (multipart or raw), unpacking archives on request", Handler: s.handleFileUpload},
-		{Method: "GET", Path: "/v1/files/download", Summary: "download a file, or a directory as zip or tar", Handler: s.handleFileDownload},
-		{Method: "POST", Path: "/v1/editor", Summary: "str_replace_editor command", Handler: s.handleEditor},
-
-		{Method: "GET", Path: "/server_info", Quiet: true, Summary: "OpenHands: uptime, idle time, resources", Handler: s.handleServerInfo},
-		{Method: "POST", Path: "/execute_action", Summary: "OpenHands: execute an action, answer its observation", Handler: s.handleExecuteAction},
-		{Method: "POST", Path: "/upload_file", Summary: "OpenHands: upload a file, or a zip unpacked when recursive", Handler: s.handleUploadFile},
-		{Method: "GET", Path: "/download_files", Summary: "OpenHands: download a directory as zip (a file as itself)", Handler: s.handleDownloadFiles},
-		{Method: "POST", Path: "/list_files", Summary: "OpenHands: names in a directory, directories first", Handler: s.handleListFiles},
-		{Method: "GET", Path: "/vscode/connection_token", Quiet: true, Summary: "OpenHands: the VS Code connection token (null without the plugin)", Handler: s.handleVSCodeToken},
-	}
-}
+// Info gathers what GET /v1/info answers.
+func (s *Server) Info() *api.Info { return s.services.info.Info() }
 
 func (s *Server) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	allow := map[string][]string{}
 	var paths []string
-	for _, rt := range s.routes() {
+	for _, rt := range s.routes {
+		if rt.Method == "" { // every method: a plugin's prefix
+			mux.Handle(rt.Path, s.wrap(rt))
+			continue
+		}
 		mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
 		if _, ok := allow[rt.Path]; !ok {
 			paths = append(paths, rt.Path)
@@ -331,12 +116,12 @@ func (s *Server) buildHandler() http.Handler {
 		methods := strings.Join(allow[p], ", ")
 		mux.Handle(p, s.wrap(Route{Path: p, Handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", methods)
-			writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
+			httpapi.WriteError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
 				fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, p, methods))
 		}}))
 	}
 	mux.Handle("/", s.wrap(Route{Path: "/", Handler: func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		httpapi.WriteError(w, http.StatusNotFound, api.CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	}}))
 	return mux
 }
@@ -344,33 +129,55 @@ func (s *Server) buildHandler() http.Handler {
 // wrap adds auth, activity tracking and panic recovery to a route.
 func (s *Server) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !rt.Public && s.auth && !s.authorized(r) {
-			writeError(w, http.StatusForbidden, api.CodeForbidden, "missing or wrong "+api.APIKeyHeader)
+		if !rt.Public && !s.authorized(r) {
+			httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, "missing or wrong "+api.APIKeyHeader)
 			return
 		}
 		if !rt.Quiet {
-			s.touch()
-			defer s.touch()
+			s.active.touch()
+			defer s.active.touch()
 		}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-				writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
+				s.opts.Logger.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+				httpapi.WriteError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
 			}
 		}()
 		rt.Handler(w, r)
 	})
 }
 
+// authorized reports whether r carries the API key (any request does
+// without one).
 func (s *Server) authorized(r *http.Request) bool {
+	if s.key == nil {
+		return true
+	}
 	got := sha256.Sum256([]byte(r.Header.Get(api.APIKeyHeader)))
-	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
+	return subtle.ConstantTimeCompare(got[:], s.key[:]) == 1
 }
 
-func (s *Server) touch() { s.active.Store(time.Now().UnixNano()) }
+// activity tracks when the server started and when a request that counts
+// as activity last began or ended.
+type activity struct {
+	started time.Time
+	last    atomic.Int64 // unix nanos
+}
+
+var _ info.Activity = (*activity)(nil)
+
+func newActivity() *activity {
+	a := &activity{started: time.Now()}
+	a.last.Store(a.started.UnixNano())
+	return a
+}
+
+func (a *activity) touch()                { a.last.Store(time.Now().UnixNano()) }
+func (a *activity) Started() time.Time    { return a.started }
+func (a *activity) LastActive() time.Time { return time.Unix(0, a.last.Load()) }
 
 // Serve answers on ln until ctx is done or Close is called, then stops
 // accepting, gives open requests a moment and closes them. It closes ln.
@@ -383,8 +190,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -392,9 +199,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
-	case <-s.baseCtx.Done():
+	case <-s.ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
@@ -411,89 +218,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
-		for _, p := range s.procs.all() {
-			p.kill()
-		}
-		s.sessions.Close()
+		s.services.close()
 		if s.ownReap {
 			s.reaper.Close()
 		}
-		s.devNull.Close()
 	})
 	return nil
 }
-
-// withoutEnv drops the variables named name from env.
-func withoutEnv(env []string, name string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if strings.HasPrefix(kv, name+"=") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-// smallBody is the JSON body size decoded without a reservation: requests
-// that small are bounded by the connection cap, and never wait behind
-// large ones.
-const smallBody = 16 << 10
-
-// bodyReadTimeout bounds how long a large JSON body may take to arrive,
-// and so how long a slow sender holds its reservation.
-const bodyReadTimeout = time.Minute
-
-// jsonCost is the memory a JSON body of n bytes stands for while its
-// request runs: the decoder's buffer (up to twice the body), the decoded
-// values, and what handlers derive from them (stdin bytes, file lines).
-func jsonCost(n int64) int64 { return 4*n + smallBody }
-
-// jsonBody returns r's body for a JSON decoder, capped at MaxRequestBody:
-// a body announced larger is refused (413) before anything is read, and a
-// larger one is cut at the cap. A body over smallBody first reserves
-// jsonCost of the request memory budget, waiting for its turn; the caller
-// releases the reservation (nil for a small body) once it no longer holds
-// what it decoded.
-func (s *Server) jsonBody(w http.ResponseWriter, r *http.Request) (io.Reader, *reservation, error) {
-	limit := s.opts.MaxRequestBody
-	if r.ContentLength > limit {
-		return nil, nil, fmt.Errorf("JSON body of %d bytes is over the limit of %d (send large content with PUT /v1/files, an upload, or stdin as application/octet-stream): %w",
-			r.ContentLength, limit, &http.MaxBytesError{Limit: limit})
-	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	n := r.ContentLength
-	if n >= 0 && n <= smallBody {
-		return body, nil, nil
-	}
-	if n < 0 {
-		n = limit
-	}
-	res, err := s.reqMem.acquire(r.Context(), jsonCost(n))
-	if err != nil {
-		return nil, nil, fmt.Errorf("wait for request memory: %w", err)
-	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) != nil {
-		return body, res, nil
-	}
-	return &deadlineReset{r: body, rc: rc}, res, nil
-}
-
-// deadlineReset lifts the body's read deadline once the body is read.
-type deadlineReset struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	done bool
-}
-
-func (d *deadlineReset) Read(p []byte) (int, error) {
-	n, err := d.r.Read(p)
-	if err != nil && !d.done {
-		d.done = true
-		d.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

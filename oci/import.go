@@ -21,6 +21,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/ulikunitz/xz"
 
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 	"github.com/bothy-sandbox/bothy/rootfs"
 )
 
@@ -158,7 +159,7 @@ func importPlatform(p string) (v1.Platform, error) {
 // writeLayer stores a rootfs tarball as a gzip layer blob. It returns the
 // blob's digest and size, the diff ID, and whether the blob is new.
 func (s *Store) writeLayer(ctx context.Context, in io.Reader) (d digest.Digest, size int64, diffID digest.Digest, created bool, err error) {
-	br := bufio.NewReader(ctxReader{ctx, in})
+	br := bufio.NewReader(ctxio.Reader(ctx, in))
 	if _, err := br.Peek(1); err != nil {
 		if err == io.EOF {
 			return "", 0, "", false, errors.New("rootfs tarball is empty")

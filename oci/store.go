@@ -13,6 +13,8 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -251,7 +253,7 @@ func (s *Store) writeBlob(ctx context.Context, r io.Reader, desc v1.Descriptor) 
 		}
 	}()
 	dg := alg.Digester()
-	in := io.Reader(ctxReader{ctx, r})
+	in := ctxio.Reader(ctx, r)
 	if desc.Size >= 0 {
 		in = io.LimitReader(in, desc.Size+1) // one byte more tells a longer blob
 	}
@@ -346,7 +348,7 @@ func (s *Store) stage(ctx context.Context, r io.Reader, alg digest.Algorithm) (*
 		return nil, err
 	}
 	dg := alg.Digester()
-	size, err := io.Copy(io.MultiWriter(tmp, dg.Hash()), ctxReader{ctx, r})
+	size, err := io.Copy(io.MultiWriter(tmp, dg.Hash()), ctxio.Reader(ctx, r))
 	if err == nil {
 		err = sealTemp(tmp)
 	} else {
@@ -357,17 +359,4 @@ func (s *Store) stage(ctx context.Context, r io.Reader, alg digest.Algorithm) (*
 		return nil, err
 	}
 	return &stagedBlob{path: tmp.Name(), actual: dg.Digest(), size: size}, nil
-}
-
-// ctxReader stops a copy when ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -1,7 +1,14 @@
-// Package plugins holds the install recipes of the executor's plugins
-// (jupyter, browser, vscode): what a runtime image needs inside for each, as
-// data, one file per plugin. `bothy build --plugins` runs a recipe's Install
-// script in a build sandbox unless its Check finds the plugin's dependencies
-// already there. A recipe is part of a runtime image's lock hash: changing
-// one rebuilds the images that use it.
+// Package plugins is the contract between bothy and its plugins, and
+// their registry. A plugin is one package (plugins/jupyter,
+// plugins/browser, plugins/vscode) that holds, side by side, what it
+// installs into a runtime image (its Recipe, run by `bothy build
+// --plugins`) and the service it runs in the sandbox (Start, run by the
+// executor's plugin host, executor/plugin, on first use or with the
+// executor). Each registers itself in its init; plugins/builtin imports
+// every plugin bothy ships, so a binary that imports it knows them all.
+//
+// This package holds only that contract (Plugin, Service, Env), the
+// recipe data type and the registry; it links neither image-building
+// code nor any plugin's service. A recipe is part of a runtime image's
+// lock hash: changing one rebuilds the images that use it.
 package plugins

@@ -1,13 +1,17 @@
-package plugins
+package plugins_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/bothy-sandbox/bothy/plugins"
+	_ "github.com/bothy-sandbox/bothy/plugins/builtin"
 )
 
 func TestParse(t *testing.T) {
-	got, err := Parse(" vscode,jupyter,,jupyter ,browser")
+	got, err := plugins.Parse(" vscode,jupyter,,jupyter ,browser")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,17 +22,18 @@ func TestParse(t *testing.T) {
 	if strings.Join(names, ",") != "browser,jupyter,vscode" {
 		t.Errorf("Parse: %v, want sorted and without duplicates", names)
 	}
-	if got, err := Parse(""); err != nil || len(got) != 0 {
+	if got, err := plugins.Parse(""); err != nil || len(got) != 0 {
 		t.Errorf("Parse(\"\") = %v, %v", got, err)
 	}
-	if _, err := Parse("jupyter,emacs"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "emacs") || !strings.Contains(err.Error(), "browser") {
+	if _, err := plugins.Parse("jupyter,emacs"); !errors.Is(err, plugins.ErrUnknown) || !strings.Contains(err.Error(), "emacs") || !strings.Contains(err.Error(), "browser") {
 		t.Errorf("unknown plugin: %v", err)
 	}
 }
 
 func TestValidate(t *testing.T) {
-	for _, name := range Names() {
-		r, _ := Lookup(name)
+	for _, name := range plugins.Names() {
+		p, _ := plugins.Lookup(name)
+		r := p.Recipe()
 		if err := r.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -38,17 +43,49 @@ func TestValidate(t *testing.T) {
 				t.Errorf("%s: install script does not install %s:\n%s", name, p, script)
 			}
 		}
-		if !strings.HasPrefix(script, "set -eu\n") || !strings.Contains(script, Cleanup) {
+		if !strings.HasPrefix(script, "set -eu\n") || !strings.Contains(script, plugins.Cleanup) {
 			t.Errorf("%s: install script lacks set -eu or the clean-up:\n%s", name, script)
 		}
 	}
-	for _, bad := range []Recipe{
+	for _, bad := range []plugins.Recipe{
 		{Name: "Bad Name", Check: "true"},
 		{Name: "x", Packages: []string{"jq; rm -rf /"}, Check: "true"},
 		{Name: "x", Packages: []string{"jq"}},
 	} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v validated", bad)
+		}
+	}
+}
+
+// The plugins bothy ships declare their recipes, and say honestly that
+// this build runs none of their services.
+func TestBuiltinServicesUnavailable(t *testing.T) {
+	if len(plugins.Names()) != 3 {
+		t.Fatalf("builtin plugins: %v", plugins.Names())
+	}
+	for _, name := range plugins.Names() {
+		p, _ := plugins.Lookup(name)
+		svc, err := p.Start(context.Background(), plugins.Env{})
+		if svc != nil || !errors.Is(err, plugins.ErrUnavailable) || !strings.Contains(err.Error(), "this build") {
+			t.Errorf("%s: %v %v, want unavailable in this build", name, svc, err)
+		}
+	}
+}
+
+// Names and package names are checked as the patterns
+// ^[a-z0-9][a-z0-9-]{0,31}$ and ^[a-z0-9][a-z0-9+.-]+$ (Debian policy).
+func TestRecipeNames(t *testing.T) {
+	for name, ok := range map[string]bool{"jupyter": true, "a": true, "x-1": true, "1x": true, strings.Repeat("a", 32): true,
+		"": false, "-x": false, "X": false, "a b": false, "a_b": false, "a.b": false, strings.Repeat("a", 33): false} {
+		if err := (plugins.Recipe{Name: name, Check: "true"}).Validate(); (err == nil) != ok {
+			t.Errorf("name %q: %v", name, err)
+		}
+	}
+	for pkg, ok := range map[string]bool{"jq": true, "g++": true, "python3-ipykernel": true, "libc6.1": true, "0ad": true,
+		"j": false, "+x": false, ".x": false, "-x": false, "Jq": false, "jq;rm": false, "jq rm": false, "": false} {
+		if err := (plugins.Recipe{Name: "x", Packages: []string{pkg}, Check: "true"}).Validate(); (err == nil) != ok {
+			t.Errorf("package %q: %v", pkg, err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/plugins"
+	"github.com/bothy-sandbox/bothy/plugins/jupyter"
 )
 
 // tagPattern is the OCI distribution spec's tag grammar.
@@ -54,7 +55,7 @@ func TestVersionedTagLong(t *testing.T) {
 }
 
 func TestHashes(t *testing.T) {
-	in := LockInput{BaseDigest: "sha256:aa", Plugins: []plugins.Recipe{plugins.Jupyter}, SetupSHA256: "bb"}
+	in := LockInput{BaseDigest: "sha256:aa", Plugins: []plugins.Recipe{jupyter.Plugin{}.Recipe()}, SetupSHA256: "bb"}
 	h := LockHash(in)
 	if len(h) != 16 || h != LockHash(in) {
 		t.Fatalf("lock hash %q not 16 stable hex digits", h)

@@ -10,5 +10,6 @@
 //	               [--log PATH] [--subreaper] [--main-log PATH | --main-log-fd N] [--exit-with-main]
 //	               [--max-output N] [--no-change-timeout D] [--max-upload N]
 //	               [--max-request-body N] [--request-memory N] [--output-memory N] [--memory-limit N]
+//	               [--plugins jupyter,browser,vscode [--plugins-eager]]
 //	               [-- MAIN COMMAND...]
 package main

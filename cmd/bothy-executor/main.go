@@ -7,18 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/bash"
+	"github.com/bothy-sandbox/bothy/plugins"
+	_ "github.com/bothy-sandbox/bothy/plugins/builtin" // every plugin registers itself
 )
-
-// DefaultSocket is where the executor listens when it is given neither
-// --socket nor --listen-fd. In a bothy sandbox it gets --listen-fd: the
-// socket is bound on the host, in a directory the sandbox cannot reach.
-const DefaultSocket = "/.bothy/run/api.sock"
 
 func main() {
 	code, err := run(os.Args[1:])
@@ -38,7 +36,7 @@ func run(args []string) (int, error) {
 		fs.PrintDefaults()
 	}
 	var (
-		socket       = fs.String("socket", DefaultSocket, "path of the API `socket` (created with mode 0600)")
+		socket       = fs.String("socket", executor.DefaultSocket, "path of the API `socket` (created with mode 0600)")
 		listenFD     = fs.Int("listen-fd", -1, "serve on this inherited listening Unix socket instead of creating --socket")
 		readyFD      = fs.Int("ready-fd", -1, "send the ready message (internal/ipc) on this file descriptor once serving, then close it")
 		seccompFD    = fs.Int("seccomp-fd", -1, "load the seccomp program read from this file descriptor (an internal/ipc message: filter and flags) before anything else")
@@ -57,6 +55,8 @@ func run(args []string) (int, error) {
 		reqMem       = fs.Int64("request-memory", 0, "`bytes` that requests in flight may hold at once for JSON bodies, file contents and editor work; requests wait their turn (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
 		outMem       = fs.Int64("output-memory", 0, "`bytes` of process output retained in memory across processes beyond 4 KiB per stream (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
 		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
+		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use")
+		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
 		version      = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -99,10 +99,16 @@ func run(args []string) (int, error) {
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 
+	enabled, err := plugins.Select(*pluginList)
+	if err != nil {
+		return 2, err
+	}
+
 	cfg := executor.Config{
 		Socket: *socket,
 		Server: executor.Options{
 			APIKey:          key,
+			Env:             os.Environ(), // without the key, unset above
 			Logger:          logger,
 			MaxOutput:       *maxOutput,
 			NoChangeTimeout: *noChange,
@@ -110,8 +116,11 @@ func run(args []string) (int, error) {
 			MaxRequestBody:  *maxBody,
 			RequestMemory:   *reqMem,
 			OutputMemory:    *outMem,
+			Plugins:         enabled,
+			EagerPlugins:    *pluginsEager,
 		},
 		MemoryLimit:  *memLimit,
+		GoMemLimit:   os.Getenv("GOMEMLIMIT"),
 		Subreaper:    *subreaper,
 		Grace:        *grace,
 		Main:         fs.Args(),

@@ -102,7 +102,7 @@ func startBin(t *testing.T, bin string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "run", "executor.sock")
+	sock := filepath.Join(dir, "run", "api.sock")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -392,5 +392,27 @@ func TestListenFDErrors(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
 			t.Errorf("%v: %v: %s, want exit 2 saying %q", tc.args, err, out, tc.want)
 		}
+	}
+}
+
+// --plugins enables plugins by name; /alive lists each with its state
+// (this build has none of their services: unavailable).
+func TestPluginsFlag(t *testing.T) {
+	e := start(t, "--plugins", "jupyter,vscode", "--plugins-eager")
+	for {
+		a, err := e.c.AliveStatus(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Plugins) != 2 || a.Plugins[0].Name != "jupyter" || a.Plugins[1].Name != "vscode" {
+			t.Fatalf("alive: %+v", a)
+		}
+		if a.Plugins[0].State == api.PluginUnavailable && a.Plugins[1].State == api.PluginUnavailable {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code := e.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code %d", code)
 	}
 }

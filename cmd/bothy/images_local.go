@@ -13,6 +13,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
+	_ "github.com/bothy-sandbox/bothy/plugins/builtin" // every plugin registers itself
 	"github.com/bothy-sandbox/bothy/runtimeimage"
 )
 

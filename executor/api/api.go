@@ -35,6 +35,25 @@ type Alive struct {
 	// Starting names the plugins still starting (their actions wait for
 	// them); absent once every plugin is ready.
 	Starting []string `json:"starting,omitempty"`
+	// Plugins is the state of each enabled plugin; absent when none is.
+	Plugins []PluginState `json:"plugins,omitempty"`
+}
+
+// States of a plugin.
+const (
+	PluginStopped     = "stopped"     // enabled, not started yet: it starts on first use
+	PluginStarting    = "starting"    // its actions wait for it
+	PluginRunning     = "running"     // serving
+	PluginFailed      = "failed"      // its start failed; Error says why
+	PluginUnavailable = "unavailable" // it cannot run here (not in this build, or its recipe is not installed); Error says why
+)
+
+// PluginState is the state of an enabled plugin, in GET /alive and
+// GET /server_info.
+type PluginState struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
 }
 
 // RunRequest is the body of POST /v1/processes. Exactly one of Argv and Cmd

@@ -5,9 +5,11 @@
 //
 // The server (package executor), the Go client (package executor/client)
 // and the tests all use these types, so the JSON on the wire is defined in
-// one place; the file and editor types are aliases of the types of
-// executor/files and executor/editor. docs/api.md describes every route;
-// docs/openapi.yaml lists them.
+// one place. This package imports no implementation: the file and editor
+// types mirror the results of executor/files and executor/editor, and the
+// services convert at their boundary, so no change in a library can change
+// the wire format. docs/api.md describes every route; docs/openapi.yaml
+// lists them.
 //
 // Binary data convention: every field that carries process output or input
 // has a UTF-8 text form and a base64 form. Text goes in the plain field

@@ -205,6 +205,8 @@ type ServerInfo struct {
 	Uptime    float64   `json:"uptime"`    // seconds
 	IdleTime  float64   `json:"idle_time"` // seconds since the last request other than info and liveness
 	Resources Resources `json:"resources"`
+	// Plugins is the state of each enabled plugin; absent when none is.
+	Plugins []PluginState `json:"plugins,omitempty"`
 }
 
 // Resources are OpenHands' get_system_stats, for the whole sandbox (its

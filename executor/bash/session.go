@@ -41,9 +41,10 @@ type Options struct {
 	// Cwd is the initial working directory. Empty: the user's home when
 	// Username is set, else the executor's working directory.
 	Cwd string
-	// Env is the environment of the shell ("K=V"). Nil: the executor's
-	// environment. PROMPT_COMMAND, PS0-PS2, BASH_ENV and ENV are dropped;
-	// TERM defaults to DefaultTerm.
+	// Env is the environment of the shell ("K=V"); nil is none (bash sets
+	// its own PATH). PROMPT_COMMAND, PS0-PS2, BASH_ENV and ENV are
+	// dropped; TERM defaults to DefaultTerm. The package never reads the
+	// process's own environment: the caller passes what the shell gets.
 	Env []string
 	// Username runs the shell as this user (needs the privilege to
 	// switch). Empty: the executor's user. HOME, USER and LOGNAME follow.
@@ -225,11 +226,7 @@ type Session struct {
 // New starts a bash session and waits for it to be ready.
 func New(ctx context.Context, opts Options) (*Session, error) {
 	opts = opts.withDefaults()
-	env := opts.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	env = cleanEnv(env)
+	env := cleanEnv(opts.Env)
 	var cred *syscall.Credential
 	cwd := opts.Cwd
 	if opts.Username != "" {

@@ -141,6 +141,15 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	return nil
 }
 
+// callFor is call with the answer decoded into a new T.
+func callFor[T any](ctx context.Context, c *Client, method, path string, body any) (*T, error) {
+	var out T
+	if err := c.call(ctx, method, path, body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Alive checks GET /alive.
 func (c *Client) Alive(ctx context.Context) error {
 	var a api.Alive
@@ -155,41 +164,25 @@ func (c *Client) Alive(ctx context.Context) error {
 
 // AliveStatus returns GET /alive, which lists the plugins still starting.
 func (c *Client) AliveStatus(ctx context.Context) (*api.Alive, error) {
-	var a api.Alive
-	if err := c.call(ctx, "GET", "/alive", nil, &a); err != nil {
-		return nil, err
-	}
-	return &a, nil
+	return callFor[api.Alive](ctx, c, "GET", "/alive", nil)
 }
 
 // Info returns GET /v1/info.
 func (c *Client) Info(ctx context.Context) (*api.Info, error) {
-	var info api.Info
-	if err := c.call(ctx, "GET", "/v1/info", nil, &info); err != nil {
-		return nil, err
-	}
-	return &info, nil
+	return callFor[api.Info](ctx, c, "GET", "/v1/info", nil)
 }
 
 // Run runs req to completion (wait mode) and returns its result. A
 // non-zero exit is not an error: check ExitCode.
 func (c *Client) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, error) {
 	req.Wait, req.Stream = true, false
-	var res api.RunResult
-	if err := c.call(ctx, "POST", "/v1/processes", &req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callFor[api.RunResult](ctx, c, "POST", "/v1/processes", &req)
 }
 
 // Start starts req in the background and returns its Process (ID, PID).
 func (c *Client) Start(ctx context.Context, req api.RunRequest) (*api.Process, error) {
 	req.Wait, req.Stream = false, false
-	var p api.Process
-	if err := c.call(ctx, "POST", "/v1/processes", &req, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return callFor[api.Process](ctx, c, "POST", "/v1/processes", &req)
 }
 
 // Processes lists the processes (running, and finished background ones).
@@ -203,30 +196,18 @@ func (c *Client) Processes(ctx context.Context) ([]api.Process, error) {
 
 // Process returns the state of process id.
 func (c *Client) Process(ctx context.Context, id string) (*api.Process, error) {
-	var p api.Process
-	if err := c.call(ctx, "GET", "/v1/processes/"+url.PathEscape(id), nil, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return callFor[api.Process](ctx, c, "GET", "/v1/processes/"+url.PathEscape(id), nil)
 }
 
 // Wait waits until process id exits (or ctx is done) and returns its state.
 func (c *Client) Wait(ctx context.Context, id string) (*api.Process, error) {
-	var p api.Process
-	if err := c.call(ctx, "POST", "/v1/processes/"+url.PathEscape(id)+"/wait", nil, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return callFor[api.Process](ctx, c, "POST", "/v1/processes/"+url.PathEscape(id)+"/wait", nil)
 }
 
 // Remove kills process id if it runs (process group, SIGKILL), waits for
 // it, forgets it and returns its final state.
 func (c *Client) Remove(ctx context.Context, id string) (*api.Process, error) {
-	var p api.Process
-	if err := c.call(ctx, "DELETE", "/v1/processes/"+url.PathEscape(id), nil, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return callFor[api.Process](ctx, c, "DELETE", "/v1/processes/"+url.PathEscape(id), nil)
 }
 
 // Signal sends sig to the process group of process id (as a terminal does

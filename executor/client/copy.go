@@ -65,7 +65,7 @@ func (c *Client) CopyTo(ctx context.Context, hostSrc, sandboxDst string) (*CopyR
 	if err != nil && !errors.Is(err, api.ErrNotFound) {
 		return nil, fmt.Errorf("copy to %s: %w", dst, err)
 	}
-	dstIsDir := exists && dstInfo.Type == files.TypeDir
+	dstIsDir := exists && dstInfo.Type == api.FileTypeDir
 	target := dst
 	res := &CopyResult{}
 	switch {
@@ -79,7 +79,7 @@ func (c *Client) CopyTo(ctx context.Context, hostSrc, sandboxDst string) (*CopyR
 		pr, pw := io.Pipe()
 		defer pr.Close()
 		go func() { pw.CloseWithError(files.WriteArchive(ctx, pw, src, files.FormatTar)) }()
-		up, err := c.Upload(ctx, target, pr, UploadOptions{Extract: true, Format: files.FormatTar})
+		up, err := c.Upload(ctx, target, pr, UploadOptions{Extract: true, Format: api.FormatTar})
 		if err != nil {
 			return nil, fmt.Errorf("copy %s to %s: %w", hostSrc, target, err)
 		}
@@ -122,7 +122,7 @@ func (c *Client) CopyFrom(ctx context.Context, sandboxSrc, hostDst string) (*Cop
 		return nil, fmt.Errorf("copy to %s: %w", hostDst, err)
 	}
 	dirSyntax := strings.HasSuffix(hostDst, "/")
-	d, err := c.Download(ctx, src, files.FormatTar)
+	d, err := c.Download(ctx, src, api.FormatTar)
 	if err != nil {
 		return nil, fmt.Errorf("copy %s: %w", src, err)
 	}

@@ -12,7 +12,6 @@ import (
 	"strconv"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/executor/files"
 )
 
 // filesPath builds a /v1/files route with its query.
@@ -67,11 +66,7 @@ func (c *Client) ReadFile(ctx context.Context, path string, opts ReadOptions) (*
 	if opts.MaxBytes > 0 {
 		q.Set("max_bytes", strconv.FormatInt(opts.MaxBytes, 10))
 	}
-	var res api.FileContent
-	if err := c.call(ctx, "GET", filesPath("/v1/files", path, q), nil, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callFor[api.FileContent](ctx, c, "GET", filesPath("/v1/files", path, q), nil)
 }
 
 // WriteOptions control WriteFile.
@@ -80,14 +75,14 @@ type WriteOptions struct {
 	// a new one).
 	Mode fs.FileMode
 	// Owner sets the file's owner.
-	Owner *files.Owner
+	Owner *api.Owner
 	// Append adds to the end instead of replacing the file atomically.
 	Append bool
 	// Exclusive fails with api.ErrConflict when the file exists.
 	Exclusive bool
 }
 
-func writeQuery(mode fs.FileMode, owner *files.Owner) url.Values {
+func writeQuery(mode fs.FileMode, owner *api.Owner) url.Values {
 	q := url.Values{}
 	if mode != 0 {
 		q.Set("mode", fmt.Sprintf("%04o", uint32(mode.Perm())|uint32(setBits(mode))))
@@ -145,11 +140,7 @@ func (c *Client) stat(ctx context.Context, path string, follow bool) (*api.FileI
 	if follow {
 		q.Set("follow", "1")
 	}
-	var in api.FileInfo
-	if err := c.call(ctx, "GET", filesPath("/v1/files/stat", path, q), nil, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return callFor[api.FileInfo](ctx, c, "GET", filesPath("/v1/files/stat", path, q), nil)
 }
 
 // ListOptions control ListFiles.
@@ -181,11 +172,7 @@ func (c *Client) ListFiles(ctx context.Context, path string, opts ListOptions) (
 // Move renames src to dst (the new path); overwrite replaces a file or
 // empty directory there.
 func (c *Client) Move(ctx context.Context, src, dst string, overwrite bool) (*api.FileInfo, error) {
-	var in api.FileInfo
-	if err := c.call(ctx, "POST", "/v1/files/move", &api.MoveRequest{Src: src, Dst: dst, Overwrite: overwrite}, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return callFor[api.FileInfo](ctx, c, "POST", "/v1/files/move", &api.MoveRequest{Src: src, Dst: dst, Overwrite: overwrite})
 }
 
 // Delete removes a file, symlink or (with recursive, non-empty)
@@ -203,11 +190,11 @@ type UploadOptions struct {
 	// Extract unpacks a zip or tar(.gz) stream into the directory dst.
 	Extract bool
 	// Format of the archive (detected when empty).
-	Format files.ArchiveFormat
+	Format api.ArchiveFormat
 	// Mode and Owner apply to a file (see WriteOptions); Owner also to
 	// unpacked entries.
 	Mode  fs.FileMode
-	Owner *files.Owner
+	Owner *api.Owner
 }
 
 // Upload stores the stream r at dst: as a file or, with Extract, unpacked
@@ -217,7 +204,7 @@ func (c *Client) Upload(ctx context.Context, dst string, r io.Reader, opts Uploa
 	if opts.Extract {
 		q.Set("extract", "1")
 	}
-	if opts.Format != files.FormatAuto {
+	if opts.Format != api.FormatAuto {
 		q.Set("format", string(opts.Format))
 	}
 	var l api.UploadList
@@ -248,9 +235,9 @@ type Download struct {
 
 // Download opens path for download: a file as itself, a directory as an
 // archive in format (zip when empty).
-func (c *Client) Download(ctx context.Context, path string, format files.ArchiveFormat) (*Download, error) {
+func (c *Client) Download(ctx context.Context, path string, format api.ArchiveFormat) (*Download, error) {
 	q := url.Values{}
-	if format != files.FormatAuto {
+	if format != api.FormatAuto {
 		q.Set("format", string(format))
 	}
 	req, err := c.newRequest(ctx, "GET", filesPath("/v1/files/download", path, q), nil)
@@ -279,9 +266,5 @@ func (c *Client) Download(ctx context.Context, path string, format files.Archive
 // an *api.Error with code tool_error (errors.Is(err, api.ErrToolError))
 // whose Message is the text for the agent.
 func (c *Client) Edit(ctx context.Context, cmd api.EditorCommand) (*api.EditorResult, error) {
-	var res api.EditorResult
-	if err := c.call(ctx, "POST", "/v1/editor", &cmd, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callFor[api.EditorResult](ctx, c, "POST", "/v1/editor", &cmd)
 }

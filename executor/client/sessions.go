@@ -10,11 +10,7 @@ import (
 // CreateSession starts a bash session (name "default" when req.Name is
 // empty); api.ErrConflict when the name is taken.
 func (c *Client) CreateSession(ctx context.Context, req api.SessionCreateRequest) (*api.Session, error) {
-	var s api.Session
-	if err := c.call(ctx, "POST", "/v1/sessions", &req, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return callFor[api.Session](ctx, c, "POST", "/v1/sessions", &req)
 }
 
 // Sessions lists the bash sessions.
@@ -28,11 +24,7 @@ func (c *Client) Sessions(ctx context.Context) ([]api.Session, error) {
 
 // Session returns the state of session name.
 func (c *Client) Session(ctx context.Context, name string) (*api.Session, error) {
-	var s api.Session
-	if err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(name), nil, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return callFor[api.Session](ctx, c, "GET", "/v1/sessions/"+url.PathEscape(name), nil)
 }
 
 // DeleteSession closes session name, killing its shell and jobs.
@@ -45,9 +37,5 @@ func (c *Client) DeleteSession(ctx context.Context, name string) error {
 // (IsInput) or a key ("C-c"). A command still running after the
 // no-change or hard timeout is not an error: see Status.
 func (c *Client) RunSession(ctx context.Context, name string, req api.SessionRunRequest) (*api.SessionResult, error) {
-	var res api.SessionResult
-	if err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(name)+"/run", &req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callFor[api.SessionResult](ctx, c, "POST", "/v1/sessions/"+url.PathEscape(name)+"/run", &req)
 }

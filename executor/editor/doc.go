@@ -43,4 +43,8 @@
 //
 // Tabs are kept as they are, as in openhands-aci 0.3; earlier releases
 // expanded them to spaces.
+//
+// Command and Result carry no JSON: the executor's API decodes and answers
+// the wire types of executor/api (api.EditorCommand, api.EditorResult), which
+// its editor service converts.
 package editor

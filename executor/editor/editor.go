@@ -21,31 +21,31 @@ import (
 // from an empty one, as openhands-aci does with None.
 type Command struct {
 	// Command is view, create, str_replace, insert or undo_edit.
-	Command string `json:"command"`
+	Command string
 	// Path must be absolute.
-	Path       string  `json:"path"`
-	FileText   *string `json:"file_text,omitempty"`
-	OldStr     *string `json:"old_str,omitempty"`
-	NewStr     *string `json:"new_str,omitempty"`
-	InsertLine *int    `json:"insert_line,omitempty"`
+	Path       string
+	FileText   *string
+	OldStr     *string
+	NewStr     *string
+	InsertLine *int
 	// ViewRange is [start, end], 1-based and inclusive, end -1 meaning the
 	// end of the file; empty means the whole file.
-	ViewRange []int `json:"view_range,omitempty"`
+	ViewRange []int
 }
 
 // Result is a successful call's outcome (openhands-aci's CLIResult).
 type Result struct {
 	// Output is the text the agent sees.
-	Output string `json:"output"`
+	Output string
 	// Path is the path as openhands-aci prints it (normalised like Python's
 	// pathlib: no trailing slash, no "." components, no doubled slashes).
-	Path string `json:"path"`
+	Path string
 	// PrevExist is false only for create.
-	PrevExist bool `json:"prev_exist"`
+	PrevExist bool
 	// OldContent and NewContent are the file's text before and after an
 	// edit (LF line endings), for diffs; empty for view.
-	OldContent string `json:"old_content,omitempty"`
-	NewContent string `json:"new_content,omitempty"`
+	OldContent string
+	NewContent string
 }
 
 // Editor runs commands and remembers, per file, the content before each edit

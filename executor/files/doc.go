@@ -5,7 +5,9 @@
 // unpack zip and tar(.gz) archives, and downloads of files or of whole
 // directories streamed as zip or tar.
 //
-// The package knows nothing about HTTP. Every function takes an absolute path
+// The package knows nothing about HTTP, and its types carry no JSON: the
+// executor's API answers with the wire types of executor/api, into which its
+// files service converts these. Every function takes an absolute path
 // inside the sandbox; relative paths are refused with ErrInvalidPath, so the
 // caller resolves them against its working directory first. Failures wrap one
 // of the sentinel errors (ErrNotFound, ErrIsDir, ErrNotDir, ErrExists,

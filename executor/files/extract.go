@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // ArchiveFormat names an archive format.
@@ -79,13 +81,13 @@ const (
 
 // ExtractResult counts what Extract created.
 type ExtractResult struct {
-	Files    int   `json:"files"`
-	Dirs     int   `json:"dirs"`
-	Symlinks int   `json:"symlinks"`
-	Links    int   `json:"links"`
-	Bytes    int64 `json:"bytes"`
+	Files    int
+	Dirs     int
+	Symlinks int
+	Links    int
+	Bytes    int64
 	// Skipped counts escaping symlinks left out (SymlinksSkip).
-	Skipped int `json:"skipped,omitempty"`
+	Skipped int
 }
 
 // Extract unpacks the archive read from r into directory dest (created if
@@ -110,7 +112,7 @@ func extract(ctx context.Context, r io.Reader, dest string, opts ExtractOptions)
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxExtractEntries
 	}
-	br := bufio.NewReaderSize(ctxReader{ctx, r}, 64<<10)
+	br := bufio.NewReaderSize(ctxio.Reader(ctx, r), 64<<10)
 	format := opts.Format
 	if format == FormatAuto {
 		head, _ := br.Peek(512)

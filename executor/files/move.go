@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // MoveOptions controls Move.
@@ -146,7 +148,7 @@ func copyFile(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, ctxReader{ctx, in}); err != nil {
+	if _, err := io.Copy(out, ctxio.Reader(ctx, in)); err != nil {
 		out.Close()
 		return err
 	}

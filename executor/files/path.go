@@ -1,9 +1,7 @@
 package files
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 )
@@ -20,30 +18,4 @@ func absPath(p string) (string, error) {
 		return "", fmt.Errorf("%w: %q is not absolute", ErrInvalidPath, p)
 	}
 	return filepath.Clean(p), nil
-}
-
-// ctxReader makes a long copy stop when its context is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
-// ctxWriter makes a long copy stop when its context is done.
-type ctxWriter struct {
-	ctx context.Context
-	w   io.Writer
-}
-
-func (c ctxWriter) Write(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.w.Write(p)
 }

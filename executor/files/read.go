@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // DefaultMaxReadBytes caps what Read returns when ReadOptions.MaxBytes is 0.
@@ -49,23 +51,23 @@ type ReadOptions struct {
 
 // ReadResult is the outcome of Read.
 type ReadResult struct {
-	Path string `json:"path"`
-	Kind Kind   `json:"kind"`
+	Path string
+	Kind Kind
 	// MIME is the media type for images and PDFs, "text/plain; charset=utf-8"
 	// for text and "application/octet-stream" for other binary files.
-	MIME    string `json:"mime"`
-	Content string `json:"content"`
+	MIME    string
+	Content string
 	// Size is the size of the file in bytes.
-	Size int64 `json:"size"`
+	Size int64
 	// Start and End are the lines actually returned (1-based, inclusive);
 	// both are 0 when no line was returned.
-	Start int `json:"start,omitempty"`
-	End   int `json:"end,omitempty"`
+	Start int
+	End   int
 	// TotalLines counts the file's lines (a last line without a newline
 	// counts); -1 when reading stopped before the end of the file.
-	TotalLines int `json:"total_lines"`
+	TotalLines int
 	// Truncated is set when MaxBytes cut the content.
-	Truncated bool `json:"truncated,omitempty"`
+	Truncated bool
 }
 
 // mediaTypes maps the extensions OpenHands returns as data URLs.
@@ -165,7 +167,7 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*ReadResult, erro
 	}
 	res := &ReadResult{Path: p, Size: fi.Size(), TotalLines: -1}
 
-	br := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
+	br := bufio.NewReaderSize(ctxio.Reader(ctx, f), 64<<10)
 	head, err := br.Peek(sniffLen)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, fmt.Errorf("read %s: %w", p, err)

@@ -28,20 +28,20 @@ const (
 // themselves, not followed.
 type Info struct {
 	// Path is the absolute path.
-	Path string `json:"path"`
+	Path string
 	// Name is the base name; in List results it is the path relative to the
 	// listed directory ("sub/file.txt" for recursive listings).
-	Name string   `json:"name"`
-	Type FileType `json:"type"`
-	Size int64    `json:"size"`
+	Name string
+	Type FileType
+	Size int64
 	// Mode holds the Unix permission bits, setuid/setgid/sticky included
 	// (0o644 = 420).
-	Mode    uint32    `json:"mode"`
-	ModTime time.Time `json:"mtime"`
-	UID     int       `json:"uid"`
-	GID     int       `json:"gid"`
+	Mode    uint32
+	ModTime time.Time
+	UID     int
+	GID     int
 	// LinkTarget is the content of a symlink.
-	LinkTarget string `json:"link_target,omitempty"`
+	LinkTarget string
 }
 
 func newInfo(path, name string, fi fs.FileInfo) Info {

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // UploadOptions controls Upload.
@@ -28,9 +30,9 @@ type UploadOptions struct {
 
 // UploadResult says what Upload did; exactly one of File and Archive is set.
 type UploadResult struct {
-	Path    string         `json:"path"`
-	File    *Info          `json:"file,omitempty"`
-	Archive *ExtractResult `json:"archive,omitempty"`
+	Path    string
+	File    *Info
+	Archive *ExtractResult
 }
 
 // Upload stores the stream r at dst: as the file dst (see Write), or, with
@@ -157,7 +159,7 @@ func (d *Download) Stream(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("download %s: already streamed or closed", d.Path)
 	}
 	defer d.Close()
-	if _, err := io.Copy(w, ctxReader{ctx, d.file}); err != nil {
+	if _, err := io.Copy(w, ctxio.Reader(ctx, d.file)); err != nil {
 		return fmt.Errorf("download %s: %w", d.Path, err)
 	}
 	return nil
@@ -190,7 +192,7 @@ func WriteArchive(ctx context.Context, w io.Writer, dir string, format ArchiveFo
 	if !fi.IsDir() {
 		return fmt.Errorf("archive %s: %w", p, ErrNotDir)
 	}
-	bw := bufio.NewWriterSize(ctxWriter{ctx, w}, 64<<10)
+	bw := bufio.NewWriterSize(ctxio.Writer(ctx, w), 64<<10)
 	var aw archiveWriter
 	switch format {
 	case FormatAuto, FormatZip:
@@ -246,7 +248,7 @@ func WriteArchive(ctx context.Context, w io.Writer, dir string, format ArchiveFo
 				return err
 			}
 			defer f.Close()
-			return aw.file(rel, fi, ctxReader{ctx, f})
+			return aw.file(rel, fi, ctxio.Reader(ctx, f))
 		}
 		return nil // devices, FIFOs, sockets
 	})

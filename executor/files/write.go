@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
 
 // DefaultFileMode is the mode of a file Write creates when no mode is given.
@@ -19,8 +21,8 @@ const DefaultDirMode fs.FileMode = 0o755
 
 // Owner is a numeric user and group.
 type Owner struct {
-	UID int `json:"uid"`
-	GID int `json:"gid"`
+	UID int
+	GID int
 }
 
 // WriteOptions controls Write.
@@ -86,7 +88,7 @@ func write(ctx context.Context, p string, r io.Reader, opts WriteOptions) (*Info
 	if err := mkdirParents(filepath.Dir(target), opts.Owner); err != nil {
 		return nil, err
 	}
-	src := io.Reader(ctxReader{ctx, r})
+	src := ctxio.Reader(ctx, r)
 	if opts.MaxBytes > 0 {
 		src = io.LimitReader(src, opts.MaxBytes+1)
 	}

@@ -1,0 +1,104 @@
+package executor
+
+import (
+	"github.com/bothy-sandbox/bothy/executor/editorserver"
+	"github.com/bothy-sandbox/bothy/executor/fileserver"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/info"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
+	"github.com/bothy-sandbox/bothy/executor/openhands"
+	"github.com/bothy-sandbox/bothy/executor/plugin"
+	"github.com/bothy-sandbox/bothy/executor/processes"
+	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/executor/sessions"
+	"github.com/bothy-sandbox/bothy/plugins"
+)
+
+// services are the executor's services, each a package with its routes.
+// To add one: make its package (New, Routes), build it in newServices and
+// list it in routes; docs/extending.md walks through it.
+type services struct {
+	info      *info.Service
+	procs     *processes.Service
+	sessions  *sessions.Service
+	files     *fileserver.Service
+	editor    *editorserver.Service
+	openhands *openhands.Service
+	plugins   *plugin.Host
+}
+
+// newServices builds the services from the server's options (defaults
+// applied) and the pieces they share.
+func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budget.Output, active info.Activity) (services, error) {
+	var s services
+	bodies := &httpapi.Bodies{Max: o.MaxRequestBody, Mem: reqMem}
+	plugins, err := plugin.New(o.Plugins, plugin.Options{
+		Env:   plugins.Env{Cwd: o.Cwd, Environ: o.Env, Reaper: r, Log: o.Logger},
+		Eager: o.EagerPlugins, StartTimeout: o.PluginStartTimeout, Reserved: openhands.CoreActions,
+	})
+	if err != nil {
+		return s, err
+	}
+	procs, err := processes.New(processes.Options{
+		Env: o.Env, Shell: o.Shell, MaxOutput: o.MaxOutput, MaxRetained: o.MaxRetained,
+		MaxProcesses: o.MaxProcesses, MaxFinished: o.MaxFinished, WaitDelay: o.WaitDelay,
+		Reaper: r, Output: outMem, Bodies: bodies, Cgroup: o.Cgroup, Log: o.Logger,
+	})
+	if err != nil {
+		plugins.Close()
+		return s, err
+	}
+	s.plugins, s.procs = plugins, procs
+	s.sessions = sessions.New(sessions.Options{
+		Cwd: o.Cwd, Env: o.Env, NoChangeTimeout: o.NoChangeTimeout, MaxSessions: o.MaxSessions,
+		Reaper: r, Bodies: bodies, Cgroup: o.Cgroup,
+	})
+	s.files = fileserver.New(fileserver.Options{MaxUpload: o.MaxUpload, Bodies: bodies, Log: o.Logger})
+	s.editor = editorserver.New(o.Cwd, bodies)
+	s.openhands = openhands.New(openhands.Options{
+		Cwd: o.Cwd, MaxUpload: o.MaxUpload, Bodies: bodies, Log: o.Logger,
+		Sessions: s.sessions, Editor: s.editor, Downloads: s.files, Plugins: s.plugins,
+	})
+	s.info = info.New(info.Options{
+		Version: Version, Reaper: r.Mode().String(), Activity: active,
+		Processes: s.procs, Plugins: s.plugins, Cgroup: o.Cgroup,
+	})
+	return s, nil
+}
+
+// The interfaces the dialect and the info service declare, met by the
+// other services.
+var (
+	_ openhands.Sessions  = (*sessions.Service)(nil)
+	_ openhands.Editor    = (*editorserver.Service)(nil)
+	_ openhands.Downloads = (*fileserver.Service)(nil)
+	_ openhands.Plugins   = (*plugin.Host)(nil)
+	_ info.Processes      = (*processes.Service)(nil)
+	_ info.Plugins        = (*plugin.Host)(nil)
+)
+
+// routes is the route table: /alive first (info), the native API, the
+// OpenHands dialect, the plugins.
+func (s services) routes() []Route {
+	var rts []Route
+	for _, list := range [][]Route{
+		s.info.Routes(), s.procs.Routes(), s.sessions.Routes(), s.files.Routes(), s.editor.Routes(),
+		s.openhands.Routes(), s.plugins.Routes(),
+	} {
+		rts = append(rts, list...)
+	}
+	return rts
+}
+
+// shutdown makes the services that start processes refuse new ones.
+func (s services) shutdown() {
+	s.procs.Shutdown()
+	s.sessions.Shutdown()
+}
+
+// close stops the plugins and kills every process the services started.
+func (s services) close() {
+	s.plugins.Close()
+	s.procs.Close()
+	s.sessions.Close()
+}

@@ -1,0 +1,90 @@
+package plugins
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ErrUnknown: no plugin has that name.
+var ErrUnknown = errors.New("unknown plugin")
+
+var (
+	mu       sync.Mutex
+	registry = map[string]Plugin{}
+)
+
+// Register makes a plugin known by its name; a plugin package calls it in
+// its init. It panics on an invalid recipe or a name taken twice.
+func Register(p Plugin) {
+	r := p.Recipe()
+	if r.Name != p.Name() {
+		panic(fmt.Sprintf("plugin %s: its recipe is named %q", p.Name(), r.Name))
+	}
+	if err := r.Validate(); err != nil {
+		panic(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := registry[p.Name()]; ok {
+		panic(fmt.Sprintf("plugin %s registered twice", p.Name()))
+	}
+	registry[p.Name()] = p
+}
+
+// Lookup returns the named plugin.
+func Lookup(name string) (Plugin, error) {
+	mu.Lock()
+	p, ok := registry[name]
+	mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q: known plugins are %s", ErrUnknown, name, strings.Join(Names(), ", "))
+	}
+	return p, nil
+}
+
+// Names lists the known plugins, sorted.
+func Names() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var out []string
+	for n := range registry {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Select turns a comma-separated list ("jupyter,browser") into plugins,
+// sorted by name, without duplicates. Empty input is no plugin.
+func Select(list string) ([]Plugin, error) {
+	var out []Plugin
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" || slices.ContainsFunc(out, func(p Plugin) bool { return p.Name() == n }) {
+			continue
+		}
+		p, err := Lookup(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Plugin) int { return strings.Compare(a.Name(), b.Name()) })
+	return out, nil
+}
+
+// Parse is Select for recipes: what `bothy build --plugins` installs.
+func Parse(list string) ([]Recipe, error) {
+	ps, err := Select(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Recipe, len(ps))
+	for i, p := range ps {
+		out[i] = p.Recipe()
+	}
+	return out, nil
+}
