@@ -216,8 +216,9 @@ func TestKilledMidCreate(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the launcher is recorded, then kill the CLI outright.
-	deadline := time.Now().Add(10 * time.Second)
+	// Wait until the launcher is recorded (the first run imports the default
+	// image: slow on a loaded machine), then kill the CLI outright.
+	deadline := time.Now().Add(time.Minute)
 	for {
 		out, _, _ := c.run("", "ps", "-a", "--format", "json")
 		if strings.Contains(out, `"launcher_pid"`) {
