@@ -96,47 +96,7 @@ func measure(bin, baseline string, n int) *result {
 		}
 	}
 
-	logf("%s: bothy start-to-ready ×%d", r.Mode, n)
-	for _, b := range builds {
-		_, _ = b.bothy("run", "--rm", "busybox", "--", "true") // warm the page cache
-	}
-	failed := map[string]bool{}
-	for range n {
-		for _, b := range builds {
-			if failed[b.suffix] {
-				continue
-			}
-			t0 := time.Now()
-			id, err := b.bothy("run", "-d", "busybox")
-			if err == nil {
-				err = alive(b.paths.SocketPath(id))
-			}
-			if err != nil {
-				logf("%v", err)
-				failed[b.suffix] = true
-				continue
-			}
-			r.add("ready/bothy"+b.suffix, time.Since(t0))
-			_, _ = b.bothy("rm", "-f", id)
-		}
-	}
-
-	logf("%s: bothy run-to-exit ×%d", r.Mode, n)
-	clear(failed)
-	for range n {
-		for _, b := range builds {
-			if failed[b.suffix] {
-				continue
-			}
-			t0 := time.Now()
-			if _, err := b.bothy("run", "--rm", "busybox", "--", "true"); err != nil {
-				logf("%v", err)
-				failed[b.suffix] = true
-				continue
-			}
-			r.add("exit/bothy"+b.suffix, time.Since(t0))
-		}
-	}
+	measureCLI(r, builds, n)
 
 	logf("%s: exec round-trip", r.Mode)
 	if sb, err := runDetached(ctx, m, bothy, "busybox"); err == nil {
@@ -160,7 +120,7 @@ func measure(bin, baseline string, n int) *result {
 				defer func() { _, _ = b.bothy("rm", "-f", bid) }()
 			}
 		}
-		clear(failed)
+		failed := map[string]bool{}
 		for i := range n + 3 {
 			for _, b := range builds {
 				if ids[b.suffix] == "" || failed[b.suffix] {
@@ -450,5 +410,51 @@ func pollAlive(socket string, timeout time.Duration) error {
 			return err
 		}
 		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// measureCLI times `bothy run -d` until /alive answers and `bothy run --rm
+// IMAGE -- true` for each build, one run of each in turn.
+func measureCLI(r *result, builds []build, n int) {
+	logf("%s: bothy start-to-ready ×%d", r.Mode, n)
+	for _, b := range builds {
+		_, _ = b.bothy("run", "--rm", "busybox", "--", "true") // warm the page cache
+	}
+	failed := map[string]bool{}
+	for range n {
+		for _, b := range builds {
+			if failed[b.suffix] {
+				continue
+			}
+			t0 := time.Now()
+			id, err := b.bothy("run", "-d", "busybox")
+			if err == nil {
+				err = alive(b.paths.SocketPath(id))
+			}
+			if err != nil {
+				logf("%v", err)
+				failed[b.suffix] = true
+				continue
+			}
+			r.add("ready/bothy"+b.suffix, time.Since(t0))
+			_, _ = b.bothy("rm", "-f", id)
+		}
+	}
+
+	logf("%s: bothy run-to-exit ×%d", r.Mode, n)
+	failed = map[string]bool{}
+	for range n {
+		for _, b := range builds {
+			if failed[b.suffix] {
+				continue
+			}
+			t0 := time.Now()
+			if _, err := b.bothy("run", "--rm", "busybox", "--", "true"); err != nil {
+				logf("%v", err)
+				failed[b.suffix] = true
+				continue
+			}
+			r.add("exit/bothy"+b.suffix, time.Since(t0))
+		}
 	}
 }
