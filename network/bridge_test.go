@@ -479,3 +479,33 @@ func TestBridgeParallelAndCleanup(t *testing.T) {
 	}
 	e.assertClean(all...)
 }
+
+// The bridge's policy is on the host: a frame written on a packet socket
+// by root in the sandbox's namespace (every capability) passes the same
+// rules. The same frame from a sandbox that may reach the upstream gets
+// its answer: the frame is well formed.
+func TestBridgeEgressRawFrames(t *testing.T) {
+	if !rootOnly(t) {
+		return
+	}
+	e := newBridgeEnv(t)
+	e.upstream.serve("udp-echo", "0.0.0.0:53")
+	dst := netip.AddrPortFrom(e.upAddr, 53).String()
+	for _, deny := range []bool{false, true} {
+		sb := newSandboxNS(t)
+		o := e.options(sb)
+		o.Egress.Deny = deny
+		a := attachT(t, o)
+		br, err := net.InterfaceByName(a.Bridge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := sb.run("raw-udp", a.Address.Addr().String(), dst, br.HardwareAddr.String(), "reply")
+		if deny && err == nil {
+			t.Errorf("deny: a raw frame got an answer: %q", out)
+		}
+		if !deny && (err != nil || out != "echo raw hello") {
+			t.Errorf("allow: a raw frame: %q %v", out, err)
+		}
+	}
+}

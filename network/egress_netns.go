@@ -42,6 +42,19 @@ import (
 // rootless sandbox with a deny or allow-list policy (the bridge enforces
 // the policy on the host instead, where raw frames are checked too).
 
+// CapDrop returns the capabilities a sandbox must not have for its egress
+// policy to hold: with a helper the policy is in the sandbox's namespace,
+// and a packet socket (CAP_NET_RAW, in Docker's default set) sends frames
+// that no output hook sees, straight to the helper; the bridge checks
+// every frame on the host. The plan removes them from the sandbox's
+// capability set, and refuses --cap-add of them with a denying policy.
+func CapDrop(driver Driver, e Egress) []string {
+	if e.Deny && driver != DriverBridge {
+		return []string{"CAP_NET_RAW"}
+	}
+	return nil
+}
+
 // netnsRules is what the sandbox's own table holds.
 type netnsRules struct {
 	// Egress is installed when it denies.

@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -114,6 +115,24 @@ func TestEgressResolve(t *testing.T) {
 		e, _ = ParseEgress("", []string{name})
 		if _, err := e.Resolve(context.Background(), fake); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("Resolve(%s) = %v", name, err)
+		}
+	}
+}
+
+func TestCapDrop(t *testing.T) {
+	deny := Egress{Deny: true}
+	for _, tc := range []struct {
+		d    Driver
+		e    Egress
+		want string
+	}{
+		{DriverPasta, deny, "[CAP_NET_RAW]"},
+		{DriverSlirp4netns, deny, "[CAP_NET_RAW]"},
+		{DriverPasta, Egress{}, "[]"},
+		{DriverBridge, deny, "[]"},
+	} {
+		if got := fmt.Sprint(CapDrop(tc.d, tc.e)); got != tc.want {
+			t.Errorf("CapDrop(%s, %s) = %s, want %s", tc.d, tc.e, got, tc.want)
 		}
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -403,6 +406,67 @@ func TestHelperAsync(t *testing.T) {
 			if b.Helper.Watcher.Alive() {
 				t.Error("the watcher runs on after the failed Wait")
 			}
+		})
+	}
+}
+
+// udpSink records what arrives on addr (HOST:0).
+func udpSink(t testing.TB, addr string) (netip.AddrPort, func() []string) {
+	t.Helper()
+	c, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var mu sync.Mutex
+	var got []string
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, _, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			got = append(got, string(buf[:n]))
+			mu.Unlock()
+		}
+	}()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort(), func() []string {
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// With a helper, the policy lives in the sandbox's namespace, where a
+// packet socket's frames pass no output hook: CapDrop names CAP_NET_RAW,
+// and without it the sandbox cannot open one. (With it, the frame reaches
+// the host: logged, the reason for CapDrop.)
+func TestHelperEgressRawFrames(t *testing.T) {
+	requireTools(t, "setpriv")
+	for _, driver := range helperDrivers {
+		t.Run(string(driver), func(t *testing.T) {
+			sink, got := udpSink(t, hostAddress(t).String()+":0")
+			sb := newSandboxNS(t)
+			o := helperOptions(t, driver, sb, stateDir(t))
+			o.Egress = Egress{Deny: true}
+			a := attachT(t, o)
+			if d := CapDrop(driver, a.Egress); !slices.Equal(d, []string{"CAP_NET_RAW"}) {
+				t.Fatalf("CapDrop = %v", d)
+			}
+			exe, _ := os.Executable()
+			args := []string{a.Address.Addr().String(), sink.String(), "ff:ff:ff:ff:ff:ff"}
+			out, err := sb.command([]string{"BOTHY_NETTEST=raw-udp"}, append([]string{"setpriv", "--bounding-set=-net_raw", "--inh-caps=-net_raw", exe}, args...)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "operation not permitted") {
+				t.Errorf("packet socket without CAP_NET_RAW: %v: %s", err, out)
+			}
+			if g := got(); len(g) != 0 {
+				t.Errorf("without CAP_NET_RAW, the host received %q", g)
+			}
+			_, _ = sb.run("raw-udp", args...)
+			t.Logf("with CAP_NET_RAW, a raw frame through %s's deny policy: the host received %q", driver, got())
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -84,6 +85,32 @@ func testMode(mode string, args []string) int {
 			return fail(err)
 		}
 		fmt.Print(reply)
+		return 0
+	case "raw-udp":
+		// A UDP datagram written as an Ethernet frame on a packet socket
+		// (CAP_NET_RAW): what no output hook of the namespace sees.
+		// Arguments: source, destination, destination MAC, and "reply" to
+		// wait for an answer on the source port (40000).
+		var c net.PacketConn
+		if len(args) > 3 {
+			var err error
+			if c, err = net.ListenPacket("udp4", ":40000"); err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+		}
+		if err := rawUDP(netip.MustParseAddr(args[0]), netip.MustParseAddrPort(args[1]), args[2]); err != nil {
+			return fail(err)
+		}
+		if c != nil {
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 2048)
+			n, _, err := c.ReadFrom(buf)
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Print(string(buf[:n]))
+		}
 		return 0
 	case "reserve":
 		// A parallel process reserving ports in a shared state directory
@@ -361,4 +388,41 @@ func requireTun(t testing.TB) {
 		t.Fatalf("/dev/net/tun: %v", err)
 	}
 	f.Close()
+}
+
+// rawUDP sends "raw hello" from src to dst in an Ethernet frame to mac,
+// out of eth0, through a packet socket.
+func rawUDP(src netip.Addr, dst netip.AddrPort, mac string) error {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return err
+	}
+	ifi, err := net.InterfaceByName("eth0")
+	if err != nil {
+		return err
+	}
+	payload := []byte("raw hello")
+	udp := binary.BigEndian.AppendUint16(nil, 40000)
+	udp = binary.BigEndian.AppendUint16(udp, dst.Port())
+	udp = binary.BigEndian.AppendUint16(udp, uint16(8+len(payload)))
+	udp = append(binary.BigEndian.AppendUint16(udp, 0), payload...) // no UDP checksum
+	ip := []byte{0x45, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0}
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(udp)))
+	s4, d4 := src.As4(), dst.Addr().As4()
+	ip = append(append(ip, s4[:]...), d4[:]...)
+	var sum uint32
+	for i := 0; i < len(ip); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	frame := append(append(append(append([]byte{}, hw...), ifi.HardwareAddr...), 0x08, 0x00), append(ip, udp...)...)
+	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW, 0)
+	if err != nil {
+		return fmt.Errorf("packet socket: %w", err)
+	}
+	defer syscall.Close(fd)
+	return syscall.Sendto(fd, frame, 0, &syscall.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6})
 }
