@@ -274,6 +274,15 @@ func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
 	if !owner.Alive() { // the pid was reused between the two
 		return nil, fmt.Errorf("process %d exited", o.Pid)
 	}
+	// A wrong pid must not turn the host's own namespace into a sandbox's
+	// (a tap, a policy, a veth there).
+	if own, err := os.Open("/proc/self/ns/net"); err == nil {
+		same := sameNamespace(own, nsfd)
+		own.Close()
+		if same {
+			return nil, fmt.Errorf("process %d is in this process's network namespace, not in one of its own", o.Pid)
+		}
+	}
 	userns, err := owningUserns(nsfd)
 	if err != nil {
 		return nil, err

@@ -470,3 +470,16 @@ func TestHelperEgressRawFrames(t *testing.T) {
 		})
 	}
 }
+
+// A process in the caller's own network namespace is refused: a wrong pid
+// never gets the host's namespace a tap, a veth or a policy.
+func TestAttachRefusesOwnNamespace(t *testing.T) {
+	dir := stateDir(t)
+	for _, d := range benchDrivers() {
+		_, err := Attach(context.Background(), AttachOptions{ID: "own", Pid: os.Getpid(), Driver: d, StateDir: dir, Egress: Egress{Deny: true}})
+		if err == nil || !strings.Contains(err.Error(), "in this process's network namespace") {
+			t.Errorf("%s on the caller's namespace: %v", d, err)
+		}
+	}
+	assertNoLeases(t, dir)
+}
