@@ -286,20 +286,30 @@ func TestHelperDeathReported(t *testing.T) {
 	}
 }
 
-// A helper that cannot start is an error naming why, and leaves nothing:
-// here its host port is taken by another program.
+// A helper that does not start in time is an error naming why, and leaves
+// nothing; a host port something else holds is refused before.
 func TestHelperStartFailure(t *testing.T) {
 	for _, driver := range helperDrivers {
 		t.Run(string(driver), func(t *testing.T) {
-			busy := hostServer(t, "127.0.0.1:0")
 			sb := newSandboxNS(t)
 			o := helperOptions(t, driver, sb, stateDir(t))
-			o.Publish = []Port{{HostIP: DefaultHostIP, HostPort: busy.Port(), ContainerPort: 80, Proto: "tcp"}}
+			o.ReadyTimeout = time.Millisecond
 			_, err := Attach(context.Background(), o)
-			if err == nil || !strings.Contains(err.Error(), "start "+string(driver)) {
+			if err == nil || !strings.Contains(err.Error(), "start "+string(driver)) || !strings.Contains(err.Error(), "not ready after 1ms") {
+				t.Fatalf("Attach with a 1 ms ready timeout: %v", err)
+			}
+			assertNoLeases(t, o.StateDir)
+
+			busy := hostServer(t, "127.0.0.1:0")
+			o = helperOptions(t, driver, sb, o.StateDir)
+			o.Publish = []Port{{HostIP: DefaultHostIP, HostPort: busy.Port(), ContainerPort: 80, Proto: "tcp"}}
+			if _, err := Attach(context.Background(), o); err == nil || !strings.Contains(err.Error(), "is in use on the host") {
 				t.Fatalf("Attach with a taken port: %v", err)
 			}
-			t.Log(err)
+			o.Publish = []Port{{HostIP: netip.MustParseAddr("192.0.2.222"), ContainerPort: 80, Proto: "tcp"}}
+			if _, err := Attach(context.Background(), o); err == nil || !strings.Contains(err.Error(), "192.0.2.222 is not an address of this host") {
+				t.Fatalf("Attach publishing on a foreign address: %v", err)
+			}
 			assertNoLeases(t, o.StateDir)
 		})
 	}
@@ -389,20 +399,19 @@ func TestHelperAsync(t *testing.T) {
 				t.Errorf("fetch after Wait: %q %v", out, err)
 			}
 
-			busy := hostServer(t, "127.0.0.1:0")
 			sb2 := newSandboxNS(t)
 			o = helperOptions(t, driver, sb2, stateDir(t))
 			o.Async = true
-			o.HostLoopback = true
-			o.Publish = []Port{{HostIP: DefaultHostIP, HostPort: busy.Port(), ContainerPort: 80, Proto: "tcp"}}
+			o.ReadyTimeout = time.Millisecond
+			o.Publish = []Port{{HostIP: DefaultHostIP, ContainerPort: 80, Proto: "tcp"}}
 			b, err := Attach(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := b.Wait(context.Background()); err == nil || !strings.Contains(err.Error(), "start "+string(driver)) {
-				t.Fatalf("Wait with a taken port: %v", err)
+				t.Fatalf("Wait for a helper that is not ready in time: %v", err)
 			}
-			assertNoLeases(t, o.StateDir) // the port is still the test's own server's
+			assertGone(t, b)
 			if b.Helper.Watcher.Alive() {
 				t.Error("the watcher runs on after the failed Wait")
 			}

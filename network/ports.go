@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Port is a published port: the host's HostIP:HostPort forwards to the
@@ -155,6 +156,9 @@ func allocatePorts(ports []Port, r PortRange, taken map[portKey]string, start in
 	out := make([]Port, len(ports))
 	mine := map[portKey]bool{}
 	for i, p := range ports {
+		if err := hostAddressUsable(p.HostIP); err != nil {
+			return nil, fmt.Errorf("publish %s: %w", p, err)
+		}
 		if p.HostPort != 0 {
 			k := portKey{p.Proto, p.HostPort}
 			if owner, ok := taken[k]; ok {
@@ -162,6 +166,11 @@ func allocatePorts(ports []Port, r PortRange, taken map[portKey]string, start in
 			}
 			if mine[k] {
 				return nil, fmt.Errorf("publish %s: host port %d/%s given twice", p, p.HostPort, p.Proto)
+			}
+			// A program that has it would be shadowed by a DNAT rule, or
+			// make the helper fail: say so now.
+			if !portFree(p.Proto, p.HostIP, p.HostPort) {
+				return nil, fmt.Errorf("publish %s: host port %d/%s is in use on the host", p, p.HostPort, p.Proto)
 			}
 			mine[k] = true
 		}
@@ -190,6 +199,19 @@ func allocatePorts(ports []Port, r PortRange, taken map[portKey]string, start in
 		}
 	}
 	return out, nil
+}
+
+// hostAddressUsable checks that ip is an address of this host (or
+// 0.0.0.0), by binding it.
+func hostAddressUsable(ip netip.Addr) error {
+	l, err := net.ListenPacket("udp4", netip.AddrPortFrom(ip, 0).String())
+	if err != nil {
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return fmt.Errorf("%s is not an address of this host", ip)
+		}
+		return err
+	}
+	return l.Close()
 }
 
 type portKey struct {
