@@ -184,7 +184,8 @@ func reserve(ctx context.Context, s *store, a *Attachment, publish []Port, r Por
 }
 
 // rewrite writes a's lease again, under the lock (from the state
-// directory: after an asynchronous Attach, its store is closed).
+// directory: after an asynchronous Attach, its store is closed), unless
+// it was detached meanwhile.
 func rewrite(ctx context.Context, a *Attachment) error {
 	s, err := openStore(a.StateDir)
 	if err != nil {
@@ -196,6 +197,9 @@ func rewrite(ctx context.Context, a *Attachment) error {
 		return err
 	}
 	defer unlock()
+	if _, err := s.readLease(a.ID); err != nil {
+		return fmt.Errorf("sandbox %s was detached meanwhile: %w", a.ID, err)
+	}
 	return s.writeLease(a)
 }
 
