@@ -9,7 +9,7 @@ TEST_USER  ?= bothy-test
 DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
-              slirp4netns iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux \
+              slirp4netns passt nftables iperf3 iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux \
               python3-pytest python3-pyflakes python3-mypy python3-venv python3-pip python3-setuptools python3-wheel
 # Debian's python3, which has python3-pytest, runs the Python client's tests
 # (python/); not whatever python3 comes first on PATH.
@@ -38,6 +38,12 @@ apt-install = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2
 .PHONY: setup
 setup: ## Install the Debian packages the build and tests need (idempotent).
 	@$(call apt-install,$(PACKAGES))
+	@# Rootless networking (pasta, slirp4netns) opens /dev/net/tun as the
+	@# user: most distributions ship it 0666, some 0600 (docs/operator.md).
+	@if [ -c /dev/net/tun ] && [ "$$(stat -c %a /dev/net/tun)" != 666 ]; then \
+		if [ "$$(id -u)" = 0 ]; then chmod 0666 /dev/net/tun; \
+		else echo "setup: /dev/net/tun is not 0666: rootless networking needs it (as root: chmod 0666 /dev/net/tun)" >&2; fi; \
+	fi
 	@$(GO) mod download
 
 .PHONY: build

@@ -1,0 +1,494 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Driver is how a sandbox's network namespace reaches the outside for the
+// bridge mode.
+type Driver string
+
+const (
+	// DriverBridge: root only; a veth pair on a host bridge, NAT and
+	// isolation with nftables.
+	DriverBridge Driver = "bridge"
+	// DriverPasta: pasta (Debian's passt), a user-mode stack that makes
+	// the sandbox's connections with the host's sockets.
+	DriverPasta Driver = "pasta"
+	// DriverSlirp4netns: slirp4netns (libslirp).
+	DriverSlirp4netns Driver = "slirp4netns"
+)
+
+// ParseDriver accepts a driver's name; "" is the default (ChooseDriver).
+func ParseDriver(s string) (Driver, error) {
+	switch d := Driver(s); d {
+	case "", DriverBridge, DriverPasta, DriverSlirp4netns:
+		return d, nil
+	case "passt":
+		return DriverPasta, nil
+	}
+	return "", fmt.Errorf("unknown network driver %q: want %s, %s or %s", s, DriverBridge, DriverPasta, DriverSlirp4netns)
+}
+
+// ChooseDriver returns the default driver: the bridge as root; rootless,
+// slirp4netns if it is installed, else pasta. Debian 12's slirp4netns
+// starts in a fifth of pasta's time and sustains its throughput where
+// Debian 12's pasta stalls under load (docs/operator.md has the figures).
+// But slirp4netns cannot publish UDP ports without letting the sandbox
+// reach the host's loopback: udp (UDP ports published, host loopback not
+// allowed) prefers pasta.
+func ChooseDriver(rootless, udp bool) (Driver, error) {
+	if !rootless {
+		return DriverBridge, nil
+	}
+	order := []Driver{DriverSlirp4netns, DriverPasta}
+	if udp {
+		order = []Driver{DriverPasta, DriverSlirp4netns}
+	}
+	for _, d := range order {
+		if _, err := exec.LookPath(string(d)); err == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("rootless bridge networking needs slirp4netns or pasta (Debian package passt); neither is in PATH")
+}
+
+// AttachOptions says which sandbox to attach and how.
+type AttachOptions struct {
+	// ID is the sandbox's ID: it names its lease, its nftables chains and
+	// its veth.
+	ID string
+	// Pid is a process in the sandbox's network namespace: the container's
+	// init, after libcontainer's Start and before its Exec, so that the
+	// network is there before the executor runs. Its namespace is
+	// /proc/PID/ns/net; the user namespace owning it is found from it.
+	// The pid and its start time own the lease: a lease whose owner is
+	// gone is reclaimed, and a helper ends when its owner does.
+	Pid int
+	// Driver is "" for ChooseDriver's choice.
+	Driver Driver
+	// Instance names bothy's host objects: its bridges (INSTANCE0 for the
+	// default network, INSTANCE + a hash for named ones) and its nftables
+	// tables; "bothy" by default, at most 5 characters. Tests use their
+	// own, so that they never touch a running bothy's.
+	Instance string
+	// Network is "" for the default network, where sandboxes do not see
+	// each other, or a name: sandboxes on the same named network share a
+	// segment (bridge driver only).
+	Network string
+	// Publish lists the published ports; a HostPort of 0 is allocated.
+	Publish []Port
+	// Egress is the outbound policy, resolved (Egress.Resolve).
+	Egress Egress
+	// HostLoopback lets a helper-driven sandbox reach the host's loopback
+	// through its gateway address (pasta's map-gw; slirp4netns without
+	// --disable-host-loopback). Off by default: the host's local services,
+	// other sandboxes' published ports among them, stay out of reach.
+	HostLoopback bool
+	// StateDir holds leases and helpers' files; one per user
+	// (/run/bothy/network, $XDG_RUNTIME_DIR/bothy/network).
+	StateDir string
+	// Subnet is the default network's subnet (DefaultSubnet);
+	// NetworkPool gives named networks a /24 each (DefaultNetworkPool).
+	Subnet      netip.Prefix
+	NetworkPool netip.Prefix
+	// PortRange is where host ports are allocated (DefaultPortRange).
+	PortRange PortRange
+	// DNS overrides the sandbox's nameservers (bridge driver; the host's
+	// non-loopback nameservers by default). Helpers serve DNS on 10.0.2.3.
+	DNS []netip.Addr
+	// Exe is the binary run as a helper's watcher and to install rules in
+	// a rootless namespace: one that calls ipc.Dispatch first thing
+	// (/proc/self/exe by default).
+	Exe string
+	// ReadyTimeout bounds a helper's start (10 s by default).
+	ReadyTimeout time.Duration
+	// Async: with a helper, Attach returns once the helper is started
+	// (the namespace's rules are in place before), without waiting for it
+	// to be ready: the caller overlaps the helper's start with the
+	// sandbox's and calls Attachment.Wait before it reports the sandbox
+	// ready. Without a helper it changes nothing.
+	Async bool
+}
+
+// Attachment is what Attach made: what the sandbox's state records, and
+// all Detach needs.
+type Attachment struct {
+	ID       string  `json:"id"`
+	Driver   Driver  `json:"driver"`
+	Network  string  `json:"network,omitempty"`
+	StateDir string  `json:"state_dir"`
+	Owner    Process `json:"owner"`
+	// Interface, Address and Gateway are the sandbox's side.
+	Interface string       `json:"interface"`
+	Address   netip.Prefix `json:"address"`
+	Gateway   netip.Addr   `json:"gateway"`
+	DNS       []netip.Addr `json:"dns,omitempty"`
+	Ports     []Port       `json:"ports,omitempty"`
+	Egress    Egress       `json:"egress"`
+	// Instance, Bridge and HostVeth: the bridge driver's host side.
+	Instance string `json:"instance,omitempty"`
+	Bridge   string `json:"bridge,omitempty"`
+	HostVeth string `json:"host_veth,omitempty"`
+	// Helper: pasta's or slirp4netns'.
+	Helper *Helper `json:"helper,omitempty"`
+	// Warnings are what works less than asked (no DNS, no forwarding on
+	// the uplink).
+	Warnings []string `json:"warnings,omitempty"`
+
+	// pending waits for the helper's report (AttachOptions.Async).
+	pending func(context.Context) error
+}
+
+// Helper is a user-mode network helper and the watcher that ends it with
+// its sandbox.
+type Helper struct {
+	Dir     string  `json:"dir"`
+	Watcher Process `json:"watcher"`
+	Process Process `json:"process"`
+	// Ready is how long the helper took to start, for the benchmarks.
+	Ready time.Duration `json:"ready_ns"`
+}
+
+// ResolvConf returns the sandbox's /etc/resolv.conf.
+func (a *Attachment) ResolvConf() string {
+	var b strings.Builder
+	for _, ns := range a.DNS {
+		fmt.Fprintf(&b, "nameserver %s\n", ns)
+	}
+	return b.String()
+}
+
+// helper addresses: the sandbox's view with pasta and slirp4netns alike
+// (slirp4netns' defaults).
+var (
+	helperAddress = netip.MustParsePrefix("10.0.2.100/24")
+	helperGateway = netip.MustParseAddr("10.0.2.2")
+	helperDNS     = netip.MustParseAddr("10.0.2.3")
+)
+
+// helperIfname is the sandbox's interface with a helper.
+const helperIfname = "eth0"
+
+func (o *AttachOptions) validate() error {
+	if err := checkID(o.ID); err != nil {
+		return err
+	}
+	if o.Pid <= 0 {
+		return fmt.Errorf("attach %s: no sandbox process", o.ID)
+	}
+	if o.Instance == "" {
+		o.Instance = DefaultInstance
+	}
+	if !instancePattern.MatchString(o.Instance) {
+		return fmt.Errorf("invalid instance name %q: want 1-5 lower-case letters or digits, a letter first", o.Instance)
+	}
+	if o.Network != "" && !idPattern.MatchString(o.Network) {
+		return fmt.Errorf("invalid network name %q: want letters, digits, '_', '.' or '-'", o.Network)
+	}
+	if !o.Egress.resolved() {
+		return fmt.Errorf("attach %s: the egress policy's names are not resolved (Egress.Resolve)", o.ID)
+	}
+	if !o.Subnet.IsValid() {
+		o.Subnet = DefaultSubnet
+	}
+	if !o.NetworkPool.IsValid() {
+		o.NetworkPool = DefaultNetworkPool
+	}
+	for _, p := range []netip.Prefix{o.Subnet, o.NetworkPool} {
+		if !p.Addr().Is4() || p.Bits() > 30 || p.Bits() < 8 {
+			return fmt.Errorf("subnet %s: want an IPv4 prefix from /8 to /30", p)
+		}
+	}
+	if o.PortRange == (PortRange{}) {
+		o.PortRange = DefaultPortRange(os.Geteuid() != 0)
+	}
+	if o.PortRange.First == 0 || o.PortRange.Last < o.PortRange.First {
+		return fmt.Errorf("invalid port range %d-%d", o.PortRange.First, o.PortRange.Last)
+	}
+	for _, p := range o.Publish {
+		if p.ContainerPort == 0 || (p.Proto != "tcp" && p.Proto != "udp") || !p.HostIP.Is4() {
+			return fmt.Errorf("invalid published port %s", p)
+		}
+	}
+	if o.Exe == "" {
+		o.Exe = "/proc/self/exe"
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 10 * time.Second
+	}
+	udp := slices.ContainsFunc(o.Publish, func(p Port) bool { return p.Proto == "udp" })
+	if o.Driver == "" {
+		d, err := ChooseDriver(os.Geteuid() != 0, udp && !o.HostLoopback)
+		if err != nil {
+			return err
+		}
+		o.Driver = d
+	}
+	if o.Driver == DriverBridge && os.Geteuid() != 0 {
+		return ErrBridgeNeedsRoot
+	}
+	if o.Driver == DriverSlirp4netns && !o.HostLoopback && udp {
+		return errors.New("slirp4netns cannot publish UDP ports unless the sandbox may reach the host's loopback: libslirp drops the replies, which go to the gateway address; use pasta")
+	}
+	if o.Network != "" && o.Driver != DriverBridge {
+		return fmt.Errorf("network %q: named networks need the bridge driver (root); with %s each sandbox is a network of its own", o.Network, o.Driver)
+	}
+	return nil
+}
+
+// Attach gives the sandbox's network namespace outbound access, an
+// address, a default route and DNS, its published ports and its egress
+// policy, before the sandbox runs anything. On error nothing is left.
+func Attach(ctx context.Context, o AttachOptions) (*Attachment, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	a, err := attach(ctx, &o)
+	if err != nil {
+		return nil, fmt.Errorf("attach network of sandbox %s: %w", o.ID, err)
+	}
+	return a, nil
+}
+
+func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
+	owner, err := identify(o.Pid)
+	if err != nil {
+		return nil, err
+	}
+	nsfd, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", o.Pid))
+	if err != nil {
+		return nil, fmt.Errorf("open network namespace: %w", err)
+	}
+	defer nsfd.Close()
+	if !owner.Alive() { // the pid was reused between the two
+		return nil, fmt.Errorf("process %d exited", o.Pid)
+	}
+	// A wrong pid must not turn the host's own namespace into a sandbox's
+	// (a tap, a policy, a veth there).
+	if own, err := os.Open("/proc/self/ns/net"); err == nil {
+		same := sameNamespace(own, nsfd)
+		own.Close()
+		if same {
+			return nil, fmt.Errorf("process %d is in this process's network namespace, not in one of its own", o.Pid)
+		}
+	}
+	userns, err := owningUserns(nsfd)
+	if err != nil {
+		return nil, err
+	}
+	defer userns.Close()
+	s, err := openStore(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress}
+	if o.Driver == DriverBridge {
+		unlock, err := s.lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		leases, err := reclaimLocked(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(leases, func(l *Attachment) bool { return l.ID == o.ID }) {
+			return nil, fmt.Errorf("sandbox %s is attached already", o.ID)
+		}
+		if err := attachBridge(ctx, s, o, a, leases, nsfd); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	if err := attachHelper(ctx, s, o, a, nsfd, userns); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// owningUserns returns the user namespace that owns the network namespace.
+func owningUserns(nsfd *os.File) (*os.File, error) {
+	fd, err := unix.IoctlRetInt(int(nsfd.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		return nil, fmt.Errorf("user namespace of the network namespace: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "userns"), nil
+}
+
+// sameNamespace reports whether two namespace files are one namespace.
+func sameNamespace(a, b *os.File) bool {
+	var sa, sb unix.Stat_t
+	if unix.Fstat(int(a.Fd()), &sa) != nil || unix.Fstat(int(b.Fd()), &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// Detach removes everything Attach made for the sandbox, from the
+// recorded attachment alone (or, when the state directory still has the
+// sandbox's lease, from that): in any process, after any interruption,
+// whether or not the sandbox still runs. It is idempotent.
+func Detach(ctx context.Context, a *Attachment) error {
+	if a == nil {
+		return nil
+	}
+	if err := checkID(a.ID); err != nil {
+		return err
+	}
+	s, err := openStore(a.StateDir)
+	if err != nil {
+		return fmt.Errorf("detach network of sandbox %s: %w", a.ID, err)
+	}
+	defer s.Close()
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("detach network of sandbox %s: %w", a.ID, err)
+	}
+	defer unlock()
+	leases, err := s.leases()
+	if err != nil {
+		return fmt.Errorf("detach network of sandbox %s: %w", a.ID, err)
+	}
+	if i := slices.IndexFunc(leases, func(l *Attachment) bool { return l.ID == a.ID }); i >= 0 {
+		// The lease is the fuller record, unless the caller's knows of a
+		// helper that the lease had no time to.
+		l := leases[i]
+		if l.Helper == nil || (a.Helper != nil && l.Helper.Process.Pid == 0 && a.Helper.Process.Pid != 0) {
+			l.Helper = a.Helper
+		}
+		a = l
+	}
+	if err := detachLocked(ctx, s, a, leases); err != nil {
+		return fmt.Errorf("detach network of sandbox %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// DetachID detaches the sandbox named id from its lease in stateDir; it
+// does nothing when there is none. `bothy rm` and `prune` call it when a
+// sandbox's state has no record of its attachment (the CLI was killed
+// between Attach and recording it).
+func DetachID(ctx context.Context, stateDir, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if _, err := os.Stat(stateDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return Detach(ctx, &Attachment{ID: id, StateDir: stateDir})
+}
+
+// Reclaim detaches every lease in stateDir whose owner is gone, and
+// returns their IDs: `bothy prune` calls it; Attach does it too, under the
+// same lock, before it leases anything.
+func Reclaim(ctx context.Context, stateDir string) ([]string, error) {
+	if _, err := os.Stat(stateDir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	s, err := openStore(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	before, err := s.leases()
+	if err != nil {
+		return nil, err
+	}
+	after, err := reclaimLocked(ctx, s)
+	var ids []string
+	for _, l := range before {
+		if !slices.ContainsFunc(after, func(a *Attachment) bool { return a.ID == l.ID }) {
+			ids = append(ids, l.ID)
+		}
+	}
+	return ids, err
+}
+
+// reclaimLocked detaches the leases whose owner is gone and returns the
+// others.
+func reclaimLocked(ctx context.Context, s *store) ([]*Attachment, error) {
+	leases, err := s.leases()
+	if err != nil {
+		return nil, err
+	}
+	var live []*Attachment
+	var errs []error
+	for _, l := range leases {
+		if l.Owner.Alive() {
+			live = append(live, l)
+		}
+	}
+	for _, l := range leases {
+		if l.Owner.Alive() {
+			continue
+		}
+		if err := detachLocked(ctx, s, l, live); err != nil {
+			errs = append(errs, fmt.Errorf("reclaim lease of sandbox %s: %w", l.ID, err))
+			live = append(live, l) // still held: its address and ports stay taken
+		}
+	}
+	return live, errors.Join(errs...)
+}
+
+// detachLocked undoes a; leases are the store's leases (a's among them or
+// not). The helper goes first (it holds host ports), then the rules and
+// links, then the lease.
+func detachLocked(ctx context.Context, s *store, a *Attachment, leases []*Attachment) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), waitTimeout)
+	defer cancel()
+	if err := stopHelper(ctx, s, a); err != nil {
+		return err
+	}
+	if a.Driver == DriverBridge {
+		others := slices.DeleteFunc(slices.Clone(leases), func(l *Attachment) bool { return l.ID == a.ID })
+		if err := detachBridge(a, others); err != nil {
+			return err
+		}
+	}
+	return s.removeLease(a.ID)
+}
+
+// ErrHelperExited is wrapped by Check when a sandbox's helper is gone: the
+// sandbox has no network any more.
+var ErrHelperExited = errors.New("network helper exited")
+
+// Check reports whether the attachment still works as made: for a helper,
+// whether it still runs (and why not, when its watcher recorded it); for
+// the bridge, whether the sandbox's veth is still there.
+func Check(a *Attachment) error {
+	switch {
+	case a == nil:
+		return nil
+	case a.Helper != nil:
+		if a.Helper.Process.Alive() {
+			return nil
+		}
+		why := readStatus(a.Helper.Dir)
+		if why == "" {
+			why = "no reason recorded (its watcher was killed?)"
+		}
+		return fmt.Errorf("%w: %s (pid %d): %s", ErrHelperExited, a.Driver, a.Helper.Process.Pid, why)
+	case a.Driver == DriverBridge:
+		if _, err := os.Stat("/sys/class/net/" + a.HostVeth); err != nil {
+			return fmt.Errorf("veth %s of sandbox %s is gone", a.HostVeth, a.ID)
+		}
+	}
+	return nil
+}

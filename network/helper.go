@@ -1,0 +1,555 @@
+package network
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/internal/ipc"
+	"github.com/bothy-sandbox/bothy/internal/trace"
+	"golang.org/x/sys/unix"
+)
+
+// A rootless sandbox's network comes from a user-mode helper, pasta or
+// slirp4netns, started for its network namespace. Neither notices when
+// the namespace's processes are gone (both hold the namespace open: pasta
+// only watches for a bound namespace file's deletion, slirp4netns for an
+// --exit-fd), so each runs under a watcher: a small re-execution of the
+// calling binary (see watchArg) that starts the helper as its child with
+// PR_SET_PDEATHSIG=SIGKILL, holds a pidfd of the sandbox's process, and
+// kills the helper when that process exits. Killing the watcher kills the
+// helper; a helper that dies leaves its reason in the helper directory
+// (Check reports it), never a hang.
+
+// The watcher and the rootless rule installer are re-executions of the
+// calling binary, registered with the one dispatcher (ipc.Dispatch, called
+// first thing in main and in TestMain of every binary that calls Attach).
+const (
+	watchArg = ipc.ReexecPrefix + "network_watch"
+	rulesArg = ipc.ReexecPrefix + "network_rules"
+)
+
+func init() {
+	ipc.Handle(watchArg, watchMain)
+	ipc.Handle(rulesArg, rulesMain)
+}
+
+// watchConfig is the watcher's stdin.
+type watchConfig struct {
+	Driver Driver        `json:"driver"`
+	Args   []string      `json:"args"`
+	Dir    string        `json:"dir"`
+	Ports  []Port        `json:"ports,omitempty"`
+	Ready  time.Duration `json:"ready"`
+}
+
+// watchReport is the watcher's one message on its report pipe.
+type watchReport struct {
+	Helper Process       `json:"helper"`
+	Ready  time.Duration `json:"ready"`
+	Error  string        `json:"error,omitempty"`
+}
+
+// The watcher's descriptors.
+const (
+	watchReportFD = 3
+	watchOwnerFD  = 4
+	watchNetnsFD  = 5
+	watchUsernsFD = 6
+)
+
+// The helper's descriptors: its namespaces as /proc/self/fd/3 and 4, and
+// slirp4netns's ready pipe.
+const (
+	helperNetnsFD  = 3
+	helperUsernsFD = 4
+	helperReadyFD  = 5
+)
+
+// Files of the helper directory.
+const (
+	statusFile    = "status"
+	helperLogFile = "helper.log"
+	pidFile       = "helper.pid"
+	apiSocket     = "api.sock"
+)
+
+// attachHelper attaches a sandbox through pasta or slirp4netns.
+func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment, nsfd, userns *os.File) (err error) {
+	a.Interface, a.Address, a.Gateway, a.DNS = helperIfname, helperAddress, helperGateway, []netip.Addr{helperDNS}
+	bin, err := exec.LookPath(string(o.Driver))
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Driver, err)
+	}
+	if err := tunUsable(); err != nil {
+		return err
+	}
+	// Rootless, the helper joins the namespace's owner, as its owner may.
+	var self *os.File
+	if self, err = os.Open("/proc/self/ns/user"); err != nil {
+		return fmt.Errorf("own user namespace: %w", err)
+	}
+	joinUserns := !sameNamespace(self, userns)
+	self.Close()
+
+	if err := reserve(ctx, s, a, o.Publish, o.PortRange); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if derr := Detach(context.WithoutCancel(ctx), a); derr != nil {
+				err = fmt.Errorf("%w (and undo: %v)", err, derr)
+			}
+		}
+	}()
+	dir, err := s.helperDir(a.ID)
+	if err != nil {
+		return err
+	}
+	a.Helper = &Helper{Dir: dir}
+	// The policy is in place before the helper gives the namespace a way
+	// out.
+	rules := netnsRules{Egress: a.Egress}
+	if o.Driver == DriverPasta {
+		rules.Redirects = pastaRedirects(a.Ports)
+	}
+	if !rules.empty() {
+		if err := installNetnsRules(ctx, o.Exe, nsfd, userns, rules); err != nil {
+			return err
+		}
+		trace.Mark("network", "rules installed")
+	}
+	var args []string
+	switch o.Driver {
+	case DriverPasta:
+		args = pastaArgs(bin, a, dir, o.HostLoopback, joinUserns)
+	case DriverSlirp4netns:
+		if args, err = slirpArgs(bin, a, dir, o.HostLoopback, joinUserns); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown network driver %q", o.Driver)
+	}
+	wait, err := startWatcher(o, a, args, nsfd, userns, func(ctx context.Context) error { return rewrite(ctx, a) })
+	if err != nil {
+		return err
+	}
+	if o.Async {
+		a.pending = wait
+		return nil
+	}
+	return wait(ctx)
+}
+
+// reserve writes a's lease, with host ports allocated for publish from r,
+// under the store's lock (after reclaiming the leases of sandboxes that are
+// gone): two reservations never get the same port.
+func reserve(ctx context.Context, s *store, a *Attachment, publish []Port, r PortRange) error {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	leases, err := reclaimLocked(ctx, s)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(leases, func(l *Attachment) bool { return l.ID == a.ID }) {
+		return fmt.Errorf("sandbox %s is attached already", a.ID)
+	}
+	if a.Ports, err = allocatePorts(publish, r, takenPorts(leases), portStart(a.ID, r)); err != nil {
+		return err
+	}
+	return s.writeLease(a)
+}
+
+// rewrite writes a's lease again, under the lock (from the state
+// directory: after an asynchronous Attach, its store is closed), unless
+// it was detached meanwhile.
+func rewrite(ctx context.Context, a *Attachment) error {
+	s, err := openStore(a.StateDir)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := s.readLease(a.ID); err != nil {
+		return fmt.Errorf("sandbox %s was detached meanwhile: %w", a.ID, err)
+	}
+	return s.writeLease(a)
+}
+
+// startWatcher starts the watcher and returns the function that waits for
+// its report. record is called as soon as the watcher runs, to write the
+// lease that names it, and again with the helper's identity.
+func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *os.File, record func(context.Context) error) (func(context.Context) error, error) {
+	cfg, err := json.Marshal(watchConfig{Driver: o.Driver, Args: args, Dir: a.Helper.Dir, Ports: a.Ports, Ready: o.ReadyTimeout})
+	if err != nil {
+		return nil, err
+	}
+	ownerFd, ok, err := a.Owner.pidfd()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("sandbox process %d exited", a.Owner.Pid)
+	}
+	owner := os.NewFile(uintptr(ownerFd), "owner")
+	defer owner.Close()
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := createPrivate(filepath.Join(a.Helper.Dir, "watcher.log"))
+	if err != nil {
+		reportR.Close()
+		reportW.Close()
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(o.Exe, watchArg)
+	cmd.Stdin = bytes.NewReader(cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{reportW, owner, nsfd, userns}
+	// Its own session: a ^C at the terminal of the CLI that attached ends
+	// the CLI, not the sandbox's network.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	reportW.Close()
+	if err != nil {
+		reportR.Close()
+		return nil, fmt.Errorf("start network helper's watcher: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // reaped whenever it ends
+	trace.Mark("network", "watcher started")
+	if a.Helper.Watcher, err = identify(cmd.Process.Pid); err == nil {
+		err = record(context.Background())
+	}
+	if err != nil {
+		reportR.Close()
+		return nil, err
+	}
+	started := time.Now()
+	wait := func(ctx context.Context) error {
+		defer reportR.Close()
+		deadline := started.Add(o.ReadyTimeout + 2*time.Second)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		_ = reportR.SetReadDeadline(deadline)
+		stop := context.AfterFunc(ctx, func() { _ = reportR.SetReadDeadline(time.Now()) })
+		defer stop()
+		var rep watchReport
+		if err := json.NewDecoder(reportR).Decode(&rep); err != nil {
+			why := readStatus(a.Helper.Dir)
+			if why == "" {
+				why = tail(filepath.Join(a.Helper.Dir, "watcher.log"))
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("start %s: %w", o.Driver, ctx.Err())
+			}
+			return fmt.Errorf("start %s: no report from its watcher (%v): %s", o.Driver, err, why)
+		}
+		if rep.Error != "" {
+			return fmt.Errorf("start %s: %s", o.Driver, rep.Error)
+		}
+		a.Helper.Process, a.Helper.Ready = rep.Helper, rep.Ready
+		trace.Mark("network", "helper ready")
+		return record(ctx)
+	}
+	return wait, nil
+}
+
+// Wait waits until the attachment is complete: after Attach with
+// AttachOptions.Async, until the helper is ready (its ports forwarded); at
+// once otherwise. On error the attachment is undone (Detach). Wait before
+// anything in the sandbox may use the network: before the sandbox is
+// reported ready.
+func (a *Attachment) Wait(ctx context.Context) error {
+	if a == nil || a.pending == nil {
+		return nil
+	}
+	wait := a.pending
+	a.pending = nil
+	if err := wait(ctx); err != nil {
+		err = fmt.Errorf("attach network of sandbox %s: %w", a.ID, err)
+		if derr := Detach(context.WithoutCancel(ctx), a); derr != nil {
+			err = fmt.Errorf("%w (and undo: %v)", err, derr)
+		}
+		return err
+	}
+	return nil
+}
+
+// stopHelper ends a's watcher and helper, as recorded in a or, for a
+// watcher started by an Attach that was killed before it recorded more,
+// in the lease on disk (the caller passes that), and removes the helper
+// directory.
+func stopHelper(ctx context.Context, s *store, a *Attachment) error {
+	if a.Helper == nil {
+		return s.removeHelperDir(a.ID)
+	}
+	// The watcher first: its death kills the helper (PDEATHSIG), which
+	// then cannot be restarted by anyone.
+	for _, p := range []Process{a.Helper.Watcher, a.Helper.Process} {
+		if err := p.kill(ctx); err != nil {
+			return fmt.Errorf("stop %s: %w", a.Driver, err)
+		}
+	}
+	return s.removeHelperDir(a.ID)
+}
+
+// readStatus returns what the watcher recorded about the helper's end.
+func readStatus(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	f, err := os.OpenFile(filepath.Join(dir, statusFile), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, 4096))
+	return strings.TrimSpace(string(data))
+}
+
+// tail returns the end of a log file of the helper directory.
+func tail(path string) string {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	text := strings.TrimSpace(string(data))
+	if len(text) > 1000 {
+		text = "…" + text[len(text)-1000:]
+	}
+	return text
+}
+
+// createPrivate creates a new file (never through a symlink) for the
+// owner only.
+func createPrivate(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// watchMain is the watcher: it starts the helper, waits until it is ready,
+// reports, and then ends it when the sandbox's process ends.
+func watchMain() int {
+	// PR_SET_PDEATHSIG fires when the thread that started the child
+	// exits: this one, which stays locked (and alive) until the process
+	// ends.
+	runtime.LockOSThread()
+	report := os.NewFile(watchReportFD, "report")
+	var cfg watchConfig
+	fail := func(err error) int {
+		_ = json.NewEncoder(report).Encode(watchReport{Error: err.Error()})
+		return 1
+	}
+	if err := json.NewDecoder(os.Stdin).Decode(&cfg); err != nil {
+		return fail(fmt.Errorf("read configuration: %w", err))
+	}
+	// Caught, not ignored: a helper inherits ignored signals, and pasta
+	// refuses to start with SIGPIPE ignored ("Couldn't install signal
+	// handlers"); caught ones are reset to their defaults by exec.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGINT, unix.SIGHUP, unix.SIGPIPE)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, unix.SIGTERM)
+	status := func(format string, args ...any) {
+		if f, err := createPrivate(filepath.Join(cfg.Dir, statusFile)); err == nil {
+			fmt.Fprintf(f, format+"\n", args...)
+			f.Close()
+		}
+	}
+	logf, err := createPrivate(filepath.Join(cfg.Dir, helperLogFile))
+	if err != nil {
+		return fail(err)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	cmd := exec.Command(cfg.Args[0], cfg.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{os.NewFile(watchNetnsFD, "netns"), os.NewFile(watchUsernsFD, "userns"), readyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	start := time.Now()
+	err = cmd.Start()
+	readyW.Close()
+	logf.Close()
+	if err != nil {
+		return fail(fmt.Errorf("start %s: %w", cfg.Args[0], err))
+	}
+	helper, err := identify(cmd.Process.Pid)
+	if err != nil {
+		return fail(err)
+	}
+	hfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		return fail(fmt.Errorf("pidfd of %s: %w", cfg.Driver, err))
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	died := func(werr error) string {
+		return fmt.Sprintf("%s exited (%v): %s", cfg.Driver, werr, tail(filepath.Join(cfg.Dir, helperLogFile)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Ready)
+	defer cancel()
+	if err := waitReady(ctx, cfg, readyR, exited); err != nil {
+		_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
+		var ex *exitError
+		if errors.As(err, &ex) {
+			status("%s", died(ex.err))
+			return fail(errors.New(died(ex.err)))
+		}
+		status("%s did not start: %v", cfg.Driver, err)
+		return fail(err)
+	}
+	ready := time.Since(start)
+	if cfg.Driver == DriverSlirp4netns {
+		if err := slirpForward(ctx, filepath.Join(cfg.Dir, apiSocket), cfg.Ports); err != nil {
+			_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
+			status("%s: %v", cfg.Driver, err)
+			return fail(err)
+		}
+	}
+	if err := json.NewEncoder(report).Encode(watchReport{Helper: helper, Ready: ready}); err != nil {
+		_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
+		return 1
+	}
+	report.Close()
+
+	ownerGone := make(chan struct{})
+	go func() {
+		for {
+			n, err := unix.Poll([]unix.PollFd{{Fd: watchOwnerFD, Events: unix.POLLIN}}, -1)
+			if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
+				close(ownerGone)
+				return
+			}
+		}
+	}()
+	stopHelper := func(why string) int {
+		_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
+		<-exited
+		status("%s", why)
+		return 0
+	}
+	select {
+	case <-ownerGone:
+		return stopHelper(fmt.Sprintf("%s stopped: its sandbox exited", cfg.Driver))
+	case <-term:
+		return stopHelper(fmt.Sprintf("%s stopped", cfg.Driver))
+	case werr := <-exited:
+		status("%s", died(werr))
+		return 1
+	}
+}
+
+type exitError struct{ err error }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exited: %v", e.err) }
+
+// waitReady waits until the helper is ready: slirp4netns writes "1" on
+// its ready pipe; pasta writes its pid file once its initialisation is
+// done.
+func waitReady(ctx context.Context, cfg watchConfig, readyR *os.File, exited <-chan error) error {
+	done := make(chan error, 1)
+	switch cfg.Driver {
+	case DriverSlirp4netns:
+		go func() {
+			var b [1]byte
+			n, err := readyR.Read(b[:])
+			switch {
+			case n == 1 && b[0] == '1':
+				done <- nil
+			case err != nil:
+				done <- fmt.Errorf("ready pipe: %w", err)
+			default:
+				done <- fmt.Errorf("ready pipe: %q", b[:n])
+			}
+		}()
+	default:
+		go func() { done <- waitFile(ctx, filepath.Join(cfg.Dir, pidFile)) }()
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			// The helper's death is the better explanation.
+			select {
+			case werr := <-exited:
+				return &exitError{werr}
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return err
+	case werr := <-exited:
+		return &exitError{werr}
+	case <-ctx.Done():
+		return fmt.Errorf("not ready after %s", cfg.Ready)
+	}
+}
+
+// waitFile waits until path exists and is not empty, with inotify on its
+// directory.
+func waitFile(ctx context.Context, path string) error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("inotify: %w", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, filepath.Dir(path), unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_CREATE); err != nil {
+		return fmt.Errorf("inotify %s: %w", filepath.Dir(path), err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if st, err := os.Lstat(path); err == nil && st.Size() > 0 {
+			return nil
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 50); err != nil && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		for {
+			if _, err := unix.Read(fd, buf); err != nil {
+				break
+			}
+		}
+	}
+}
+
+// tunUsable checks that the helper will be able to open /dev/net/tun.
+func tunUsable() error {
+	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s needs /dev/net/tun usable by uid %d, mode 0666 as most distributions ship it (chmod 0666 /dev/net/tun; see docs/operator.md): %w", "rootless networking", os.Geteuid(), err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,120 @@
+package network
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Process names one process for good: a pid and its start time (clock ticks
+// after boot, field 22 of /proc/PID/stat). Pids are reused; the pair is not.
+type Process struct {
+	Pid   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// procStart returns a process's start time and whether it is a zombie.
+func procStart(pid int) (start uint64, zombie bool, err error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false, err
+	}
+	// The command name is in parentheses and may contain anything; fields
+	// resume after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 20 {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	state := fields[0]
+	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
+}
+
+// identify returns the Process for a running pid.
+func identify(pid int) (Process, error) {
+	start, zombie, err := procStart(pid)
+	if err != nil {
+		return Process{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	if zombie {
+		return Process{}, fmt.Errorf("process %d has exited", pid)
+	}
+	return Process{Pid: pid, Start: start}, nil
+}
+
+// Alive reports whether the process still runs (a zombie is dead).
+func (p Process) Alive() bool {
+	if p.Pid <= 0 {
+		return false
+	}
+	start, zombie, err := procStart(p.Pid)
+	return err == nil && start == p.Start && !zombie
+}
+
+// pidfd opens a pidfd for p, checked against its start time after it is
+// open, so that it can never name a recycled pid. ok is false when p is
+// gone.
+func (p Process) pidfd() (fd int, ok bool, err error) {
+	if p.Pid <= 0 {
+		return -1, false, nil
+	}
+	fd, err = unix.PidfdOpen(p.Pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return -1, false, nil
+	}
+	if err != nil {
+		return -1, false, fmt.Errorf("open pidfd %d: %w", p.Pid, err)
+	}
+	if !p.Alive() {
+		unix.Close(fd)
+		return -1, false, nil
+	}
+	return fd, true, nil
+}
+
+// kill sends SIGKILL to p, if it still runs, and waits until it is gone
+// (not merely signalled) or ctx ends.
+func (p Process) kill(ctx context.Context) error {
+	fd, ok, err := p.pidfd()
+	if err != nil || !ok {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill %d: %w", p.Pid, err)
+	}
+	return waitPidfd(ctx, fd, p)
+}
+
+// waitPidfd waits until the process behind fd has exited: a pidfd becomes
+// readable then. A zombie that nobody reaps counts as gone.
+func waitPidfd(ctx context.Context, fd int, p Process) error {
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 20)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("wait for %d: %w", p.Pid, err)
+		}
+		if n > 0 || !p.Alive() {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for %d to exit: %w", p.Pid, ctx.Err())
+		}
+	}
+}
+
+// waitTimeout is how long cleanup waits for a killed helper to go.
+const waitTimeout = 10 * time.Second
