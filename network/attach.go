@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -384,7 +385,11 @@ func DetachID(ctx context.Context, stateDir, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	if _, err := os.Stat(stateDir); errors.Is(err, os.ErrNotExist) {
+	// Neither a lease nor a helper directory: nothing was ever attached
+	// (or it is all gone), and no lock need be taken.
+	_, lerr := os.Lstat(filepath.Join(stateDir, leasePath(id)))
+	_, herr := os.Lstat(filepath.Join(stateDir, "helpers", id))
+	if errors.Is(lerr, os.ErrNotExist) && errors.Is(herr, os.ErrNotExist) {
 		return nil
 	}
 	return Detach(ctx, &Attachment{ID: id, StateDir: stateDir})

@@ -7,16 +7,21 @@
 // Modes: "none" (the default) gives the sandbox a network namespace of its
 // own with only loopback, brought up by libcontainer; "host" shares the
 // host's namespace. Neither sets anything up on the host: the sandbox's
-// namespaces live and die with its processes. A mode is one registered
-// entry (see register): its planner and its teardown, in a file of this
-// package; the sandbox manager runs whatever plan it is given.
+// namespaces live and die with its processes. "bridge" (and "bridge:NAME"),
+// "pasta" and "slirp4netns" give it a namespace of its own too, attached
+// once it exists to the outside, with published ports and an egress policy
+// (attach_mode.go). A mode is one registered entry (see register): its
+// planner and its teardown, in a file of this package; the sandbox manager
+// runs whatever plan it is given.
 package network
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -33,13 +38,38 @@ const (
 	Host Mode = "host"
 )
 
-// Options are what a sandbox asks of its network (the CLI's --network).
-// Modes that take more (published ports, an egress policy) add their
-// fields here.
+// Options are what a sandbox asks of its network, as the CLI's flags give
+// them; NewPlan checks them all.
 type Options struct {
-	// Mode names the mode: "none" (the default when empty) or "host". A
-	// mode may take an argument after a colon ("bridge:NAME").
+	// Mode names the mode: "none" (the default when empty), "host",
+	// "bridge", "pasta" or "slirp4netns". A mode may take an argument after
+	// a colon ("bridge:NAME").
 	Mode string
+	// Publish are -p/--publish's [IP:][HOSTPORT:]CONTAINERPORT[/tcp|udp]
+	// (ParsePublish); attached modes only.
+	Publish []string
+	// Egress is --egress: "" or "allow" (everything), or "deny" (nothing
+	// but replies and EgressAllow); EgressAllow are --egress-allow's
+	// CIDR[:PORT] and HOST[:PORT] (ParseEgress), names resolved and pinned
+	// when the plan is made. Attached modes only.
+	Egress      string
+	EgressAllow []string
+}
+
+// Config are the host's settings for attached networks, the same for all
+// of a user's sandboxes (the CLI takes them from BOTHY_NETWORK_*). The
+// zero value is the defaults: DefaultInstance, DefaultSubnet,
+// DefaultNetworkPool, DefaultPortRange, the host's nameservers.
+type Config struct {
+	// Instance names the bridges and nftables tables (AttachOptions).
+	Instance string
+	// Subnet and NetworkPool are the default network's subnet and where
+	// named networks take a /24 each.
+	Subnet, NetworkPool netip.Prefix
+	// PortRange is where published host ports are allocated.
+	PortRange PortRange
+	// DNS overrides the bridge's nameservers.
+	DNS []netip.Addr
 }
 
 // Target is the sandbox a plan is made for, as the sandbox manager knows it
@@ -76,6 +106,19 @@ type Plan struct {
 	// the sandbox's ID and directories alone, whatever step a kill stopped
 	// the creation at. Nil for none and host.
 	Setup func(ctx context.Context, sb Sandbox) error
+	// Attach, when set, connects the sandbox's network namespace once it
+	// exists: the launcher has started the container's init (sb.Pid),
+	// which waits there, before it executes anything, until Attach has
+	// returned. The attachment is the sandbox manager's to record in the
+	// sandbox's state (its teardown finds it there, sb.Attachment, and
+	// else from the lease it left on disk), to write its ResolvConf as the
+	// sandbox's /etc/resolv.conf, and to Wait for before it reports the
+	// sandbox ready. On error nothing of it is left. Nil for none and host,
+	// whose launch stays as it was.
+	Attach func(ctx context.Context, sb Sandbox) (*Attachment, error)
+	// CapDrop are capabilities the sandbox must not have for the plan to
+	// hold (CapDrop): the manager removes them from its set.
+	CapDrop []string
 
 	rootless bool
 }
@@ -112,14 +155,27 @@ type Sandbox struct {
 	// LauncherPid is the sandbox's launcher, in the sandbox's user and
 	// mount namespaces, waiting for its bundle (Setup only).
 	LauncherPid int
+	// Pid is the sandbox's container init, started in its namespaces and
+	// waiting to execute the executor (Attach only).
+	Pid int
+	// Config are the host's network settings (Attach only).
+	Config Config
+	// Attachment is what Attach made, as the sandbox's state recorded it
+	// (teardown only; nil when the state has none).
+	Attachment *Attachment
 }
+
+// StateDir is where attached networks keep their leases, helpers' files
+// and lock, in bothy's state tree stateRoot: /run/bothy/network as root,
+// $XDG_RUNTIME_DIR/bothy/network rootless.
+func StateDir(stateRoot string) string { return filepath.Join(stateRoot, "network") }
 
 // mode is one network mode: how a plan is made for it, and how what its
 // plan's Setup made is removed.
 type mode struct {
 	// plan makes the plan for opts; arg is what follows "NAME:" in
 	// opts.Mode ("" without a colon).
-	plan func(opts Options, arg string, t Target) (*Plan, error)
+	plan func(ctx context.Context, opts Options, arg string, t Target) (*Plan, error)
 	// teardown removes what Setup made for a sandbox, and nothing when
 	// there is nothing of the mode's own; nil for a mode that sets up
 	// nothing. It must be idempotent.
@@ -143,8 +199,9 @@ func register(name Mode, m mode) {
 var ErrUnknownMode = errors.New("unknown network mode")
 
 // NewPlan decides the network of the sandbox t for opts; an unknown mode or
-// a bad option is an error that says which, before anything is made.
-func NewPlan(opts Options, t Target) (*Plan, error) {
+// a bad option is an error that says which, before anything is made. It
+// blocks while the names of an egress allow-list are resolved.
+func NewPlan(ctx context.Context, opts Options, t Target) (*Plan, error) {
 	name, arg, colon := strings.Cut(opts.Mode, ":")
 	if opts.Mode == "" {
 		name = string(None)
@@ -156,7 +213,7 @@ func NewPlan(opts Options, t Target) (*Plan, error) {
 	if colon && arg == "" {
 		return nil, fmt.Errorf("%w %q: give the argument after the colon, or none", ErrUnknownMode, opts.Mode)
 	}
-	p, err := m.plan(opts, arg, t)
+	p, err := m.plan(ctx, opts, arg, t)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +246,22 @@ func noArg(name Mode, arg string) error {
 	return nil
 }
 
-func planNone(_ Options, arg string, t Target) (*Plan, error) {
+// notAttached refuses the options only attached modes take.
+func notAttached(name Mode, opts Options) error {
+	switch {
+	case len(opts.Publish) > 0:
+		return fmt.Errorf("--publish needs a network of the sandbox's own with a way in: --network bridge, not %s", name)
+	case opts.Egress != "" || len(opts.EgressAllow) > 0:
+		return fmt.Errorf("--egress and --egress-allow need --network bridge (or pasta, slirp4netns): %s has no policy of bothy's", name)
+	}
+	return nil
+}
+
+func planNone(_ context.Context, opts Options, arg string, t Target) (*Plan, error) {
 	if err := noArg(None, arg); err != nil {
+		return nil, err
+	}
+	if err := notAttached(None, opts); err != nil {
 		return nil, err
 	}
 	return &Plan{
@@ -200,8 +271,11 @@ func planNone(_ Options, arg string, t Target) (*Plan, error) {
 	}, nil
 }
 
-func planHost(_ Options, arg string, t Target) (*Plan, error) {
+func planHost(_ context.Context, opts Options, arg string, t Target) (*Plan, error) {
 	if err := noArg(Host, arg); err != nil {
+		return nil, err
+	}
+	if err := notAttached(Host, opts); err != nil {
 		return nil, err
 	}
 	resolv := ""
@@ -236,8 +310,9 @@ func (p *Plan) Apply(spec *specs.Spec) {
 	}
 }
 
-// Teardown removes what any mode's Setup made for the sandbox sb, found
-// from its ID and state directory alone: its record, and with it its mode,
+// Teardown removes what any mode's Setup or Attach made for the sandbox sb,
+// found from its ID, its state directory and bothy's state tree alone (and
+// sb.Attachment when its record has one): its record, and with it its mode,
 // may be lost. Every mode's teardown runs; none fails for a sandbox that
 // has nothing of its own. Removal calls it once the sandbox's processes are
 // gone and before its state directory is.
@@ -256,4 +331,12 @@ func Teardown(ctx context.Context, sb Sandbox) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Prune removes what attached networks hold for sandboxes that are gone
+// (Reclaim: leases, rules, helpers) in bothy's state tree stateRoot, and
+// returns their IDs: `bothy prune` calls it after removing the sandboxes it
+// can.
+func Prune(ctx context.Context, stateRoot string) ([]string, error) {
+	return Reclaim(ctx, StateDir(stateRoot))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func sysType(s *specs.Spec) string {
 
 func mustPlan(t *testing.T, opts Options, target Target) *Plan {
 	t.Helper()
-	p, err := NewPlan(opts, target)
+	p, err := NewPlan(context.Background(), opts, target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,15 +67,15 @@ func TestApply(t *testing.T) {
 // TestPlanModes: the empty mode is none; an unknown one, or an argument to
 // a mode that takes none, is refused naming the modes there are.
 func TestPlanModes(t *testing.T) {
-	if p, err := NewPlan(Options{}, Target{}); err != nil || p.Mode != None {
+	if p, err := NewPlan(context.Background(), Options{}, Target{}); err != nil || p.Mode != None {
 		t.Errorf("NewPlan(\"\") = %+v, %v", p, err)
 	}
-	if p, err := NewPlan(Options{Mode: "host"}, Target{}); err != nil || p.Mode != Host || p.Namespace != nil {
+	if p, err := NewPlan(context.Background(), Options{Mode: "host"}, Target{}); err != nil || p.Mode != Host || p.Namespace != nil {
 		t.Errorf("NewPlan(host) = %+v, %v", p, err)
 	}
 	for _, bad := range []string{"nosuch", "none:x", "host:eth0", ":"} {
-		_, err := NewPlan(Options{Mode: bad}, Target{})
-		if !errors.Is(err, ErrUnknownMode) || !strings.Contains(err.Error(), "unknown network mode") || !strings.Contains(err.Error(), `"none" or "host"`) && !strings.Contains(err.Error(), "takes no argument") {
+		_, err := NewPlan(context.Background(), Options{Mode: bad}, Target{})
+		if !errors.Is(err, ErrUnknownMode) || !strings.Contains(err.Error(), "unknown network mode") || !strings.Contains(err.Error(), `"none", "bridge", "host", "pasta" or "slirp4netns"`) && !strings.Contains(err.Error(), "takes no argument") {
 			t.Errorf("NewPlan(%q) = %v", bad, err)
 		}
 	}
@@ -100,12 +101,29 @@ func TestPlanEtc(t *testing.T) {
 // runs has nothing to do for them.
 func TestNoHooks(t *testing.T) {
 	for _, m := range []Mode{None, Host} {
-		if p := mustPlan(t, Options{Mode: string(m)}, Target{Hostname: "box"}); p.Setup != nil {
-			t.Errorf("%s has a setup", m)
+		if p := mustPlan(t, Options{Mode: string(m)}, Target{Hostname: "box"}); p.Setup != nil || p.Attach != nil || p.CapDrop != nil {
+			t.Errorf("%s has a setup, an attach or capabilities to drop", m)
 		}
 	}
-	if err := Teardown(context.Background(), Sandbox{ID: "0123", Dir: t.TempDir()}); err != nil {
+	// With no network state at all, and with a store that has no lease of
+	// the sandbox's: nothing to do, and no lock taken.
+	root := t.TempDir()
+	if err := Teardown(context.Background(), Sandbox{ID: "0123", Dir: t.TempDir(), StateRoot: root}); err != nil {
 		t.Error(err)
+	}
+	if _, err := os.Stat(StateDir(root)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("teardown made the network state directory: %v", err)
+	}
+	s, err := openStore(StateDir(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := Teardown(context.Background(), Sandbox{ID: "0123", StateRoot: root}); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(StateDir(root), "lock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("teardown of a sandbox without a lease took the lock: %v", err)
 	}
 }
 
@@ -115,7 +133,7 @@ func TestNoHooks(t *testing.T) {
 func TestRegister(t *testing.T) {
 	var tornDown []string
 	register("test", mode{
-		plan: func(opts Options, arg string, tg Target) (*Plan, error) {
+		plan: func(_ context.Context, opts Options, arg string, tg Target) (*Plan, error) {
 			return &Plan{Mode: Mode("test:" + arg), Namespace: &specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/run/netns/" + tg.ID}}, nil
 		},
 		teardown: func(ctx context.Context, sb Sandbox) error {
@@ -134,7 +152,7 @@ func TestRegister(t *testing.T) {
 	if err := Teardown(context.Background(), Sandbox{ID: "abc"}); err != nil || len(tornDown) != 1 || tornDown[0] != "abc" {
 		t.Errorf("teardown: %v %v", tornDown, err)
 	}
-	if _, err := NewPlan(Options{Mode: "nosuch"}, Target{}); err == nil || !strings.Contains(err.Error(), `"none", "host" or "test"`) {
+	if _, err := NewPlan(context.Background(), Options{Mode: "nosuch"}, Target{}); err == nil || !strings.Contains(err.Error(), `"none", "bridge", "host", "pasta", "slirp4netns" or "test"`) {
 		t.Errorf("modes listed: %v", err)
 	}
 	defer func() {

@@ -170,7 +170,7 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		}
 		setupSum = sha256Hex(b.setup)
 	}
-	net, err := network.NewPlan(network.Options{Mode: cmp.Or(b.opts.Network, DefaultNetwork)}, network.Target{})
+	net, err := network.NewPlan(ctx, network.Options{Mode: cmp.Or(b.opts.Network, DefaultNetwork)}, network.Target{})
 	if err != nil {
 		return nil, fmt.Errorf("build network: %w", err)
 	}

@@ -50,11 +50,13 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		c.setupNetwork,
 		c.writeBundle,
 		c.launch,
+		c.waitNetwork,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
 		}
 	}
+	trace.Mark("bothy", "ready")
 	return m.paths.readStateLocked(c.id)
 }
 
@@ -84,6 +86,7 @@ type creation struct {
 	sb             *Sandbox
 	req            ipc.LaunchRequest
 	lp             launchProcess
+	attached       *network.Attachment
 
 	// atExit are run when Create returns, last first: locks and holds to
 	// let go of, descriptors to close, and (first of all, on failure) the
@@ -132,9 +135,9 @@ func (c *creation) checkOptions(context.Context) error {
 }
 
 // planNetwork decides the sandbox's network (package network).
-func (c *creation) planNetwork(context.Context) error {
+func (c *creation) planNetwork(ctx context.Context) error {
 	var err error
-	c.net, err = network.NewPlan(c.opts.Network, network.Target{ID: c.id, Hostname: c.hostname, Rootless: c.rootless})
+	c.net, err = network.NewPlan(ctx, c.opts.Network, network.Target{ID: c.id, Hostname: c.hostname, Rootless: c.rootless})
 	return err
 }
 
@@ -157,8 +160,26 @@ func (c *creation) planMounts(ctx context.Context) error {
 	return nil
 }
 
-// checkSecurity checks the capabilities and seccomp profile asked for.
-func (c *creation) checkSecurity(context.Context) error { return c.opts.Security.validate() }
+// checkSecurity checks the capabilities and seccomp profile asked for, and
+// takes away those the network plan must (its CapDrop): one of them asked
+// for is refused.
+func (c *creation) checkSecurity(context.Context) error {
+	sec := &c.opts.Security
+	if err := sec.validate(); err != nil {
+		return err
+	}
+	for _, drop := range c.net.CapDrop {
+		for _, add := range sec.CapAdd {
+			if n, _ := capName(add); n == drop || n == "ALL" {
+				return fmt.Errorf("--cap-add %s: the egress policy of a sandbox on %s is enforced in its network namespace, which %s would let it bypass (raw frames reach the helper unchecked); drop the policy or the capability", add, c.net.Mode, drop)
+			}
+		}
+	}
+	if len(c.net.CapDrop) > 0 {
+		sec.CapDrop = append(slices.Clone(sec.CapDrop), c.net.CapDrop...)
+	}
+	return nil
+}
 
 // planLimits checks the limits and decides how they are enforced: the
 // sandbox's cgroup, and its disk limit. One that cannot be is refused with
@@ -315,6 +336,7 @@ func (c *creation) startLauncher(ctx context.Context) error {
 		UserNS: c.m.mapping.Mode, MappedIDs: c.m.mapping.Size(), Overlays: c.overlays,
 		StateRoot: filepath.Join(c.dir, "libcontainer"), Log: filepath.Join(c.dir, "executor.log"), ReadyTimeout: c.opts.ReadyTimeout,
 		SystemdCgroup: c.cgroup.Systemd, SeccompCache: c.m.paths.seccompCache(), MainLog: len(c.opts.Cmd) > 0,
+		ReportStart: c.net.Attach != nil,
 	}
 	if err := writeJSON(filepath.Join(c.dir, "launch.json"), c.req); err != nil {
 		return err
@@ -335,7 +357,9 @@ func (c *creation) setupNetwork(ctx context.Context) error {
 	if c.net.Setup == nil {
 		return nil
 	}
-	if err := c.net.Setup(ctx, c.m.networkSandbox(c.id, c.sb.LauncherPid)); err != nil {
+	sb := c.m.networkSandbox(c.id)
+	sb.LauncherPid = c.sb.LauncherPid
+	if err := c.net.Setup(ctx, sb); err != nil {
 		return fmt.Errorf("set up network %s: %w", c.net.Mode, err)
 	}
 	trace.Mark("bothy", "network set up")
@@ -379,9 +403,15 @@ func (c *creation) specInput() specInput {
 }
 
 // launch tells the launcher to run and records the sandbox's PID 1 as it
-// reports it: the sandbox runs.
+// reports it: the sandbox runs. A plan that attaches a network does so
+// in between (attachNetwork), once the sandbox's namespaces exist and
+// before its executor starts.
 func (c *creation) launch(ctx context.Context) error {
-	pid, err := c.lp.run(ctx)
+	var started func(context.Context, int) error
+	if c.net.Attach != nil {
+		started = c.attachNetwork
+	}
+	pid, err := c.lp.run(ctx, started)
 	if err != nil {
 		return err
 	}
@@ -392,10 +422,52 @@ func (c *creation) launch(ctx context.Context) error {
 	}
 	c.sb.Pid, c.sb.PidStart = pid, start
 	c.sb.LauncherPid, c.sb.LauncherStart = 0, 0
+	return writeState(c.dir, c.sb)
+}
+
+// attachNetwork runs the plan's Attach for the sandbox's namespaces, which
+// its container init (pid) holds, waiting to start the executor: it records
+// the attachment in the sandbox's state (from there removal detaches it;
+// before, from the lease Attach left on disk) and writes the sandbox's
+// /etc/resolv.conf, before the executor may run.
+func (c *creation) attachNetwork(ctx context.Context, pid int) error {
+	trace.Mark("bothy", "container started")
+	sb := c.m.networkSandbox(c.id)
+	sb.Pid = pid
+	a, err := c.net.Attach(ctx, sb)
+	if err != nil {
+		return err
+	}
+	c.attached, c.sb.NetworkAttachment = a, a
 	if err := writeState(c.dir, c.sb); err != nil {
 		return err
 	}
-	trace.Mark("bothy", "ready")
+	// The file bound at /etc/resolv.conf, rewritten in place: the mount
+	// is made, and nothing in the sandbox has run yet.
+	if err := writeEtc(filepath.Join(c.dir, "etc"), map[string]string{"resolv.conf": a.ResolvConf()}); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "network attached")
+	return nil
+}
+
+// waitNetwork waits, once the executor is ready, for what the network's
+// attachment still starts (a user-mode helper, whose start overlapped the
+// executor's), and records it: the sandbox is ready when its network is.
+func (c *creation) waitNetwork(ctx context.Context) error {
+	a := c.attached
+	if a == nil {
+		return nil
+	}
+	if err := a.Wait(ctx); err != nil {
+		return err
+	}
+	if a.Helper != nil {
+		if err := writeState(c.dir, c.sb); err != nil {
+			return err
+		}
+	}
+	trace.Mark("bothy", "network ready")
 	return nil
 }
 
@@ -422,7 +494,9 @@ type launcherStarter interface {
 // launchProcess is a started launcher, waiting to be told to run (or to
 // give up: abort, which does nothing once run was called).
 type launchProcess interface {
-	run(ctx context.Context) (pid int, err error)
+	// run lets it go on, and returns the sandbox's PID 1; with started, it
+	// first reports the container's init (see launch.run).
+	run(ctx context.Context, started func(ctx context.Context, pid int) error) (pid int, err error)
 	abort()
 }
 

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -211,11 +213,60 @@ func TestSetupNetworkStep(t *testing.T) {
 		t.Errorf("setup error: %v", err)
 	}
 	want := network.Sandbox{ID: c.id, Dir: m.paths.dir(c.id), StateRoot: m.paths.State, Init: m.opts.Init, LauncherPid: 4242}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("setup saw %+v, want %+v", got, want)
 	}
 	c.net = &network.Plan{Mode: network.None}
 	if err := c.setupNetwork(context.Background()); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestAttachNetworkStep: a plan that attaches a network has its Attach run
+// with the sandbox's container init and the host's network settings; the
+// attachment is in the sandbox's state and its nameservers in resolv.conf
+// before the init may go on; a failing Attach fails the launch with its
+// error, recording nothing.
+func TestAttachNetworkStep(t *testing.T) {
+	m, _, _ := fakeManager(t)
+	m.opts.Network = network.Config{Instance: "tst", PortRange: network.PortRange{First: 40000, Last: 40010}}
+	c := &creation{m: m, id: newID()}
+	c.dir = m.paths.dir(c.id)
+	if err := os.MkdirAll(filepath.Join(c.dir, "etc"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c.sb = &Sandbox{ID: c.id}
+	var got network.Sandbox
+	port := network.Port{HostIP: network.DefaultHostIP, HostPort: 40003, ContainerPort: 8000, Proto: "tcp"}
+	c.net = &network.Plan{Mode: "test", Attach: func(ctx context.Context, sb network.Sandbox) (*network.Attachment, error) {
+		got = sb
+		return &network.Attachment{ID: sb.ID, DNS: []netip.Addr{netip.MustParseAddr("10.0.2.3")}, Ports: []network.Port{port}}, nil
+	}}
+	if err := c.attachNetwork(context.Background(), 4242); err != nil {
+		t.Fatal(err)
+	}
+	if got.Pid != 4242 || got.ID != c.id || got.StateRoot != m.paths.State || got.Config.Instance != "tst" {
+		t.Errorf("attach saw %+v", got)
+	}
+	rec, err := m.paths.readStateLocked(c.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ports := rec.Ports(); len(ports) != 1 || ports[0] != port {
+		t.Errorf("recorded ports: %v", ports)
+	}
+	if data, err := os.ReadFile(filepath.Join(c.dir, "etc", "resolv.conf")); err != nil || string(data) != "nameserver 10.0.2.3\n" {
+		t.Errorf("resolv.conf: %q %v", data, err)
+	}
+
+	c2 := &creation{m: m, id: newID(), dir: c.dir, sb: &Sandbox{}}
+	c2.net = &network.Plan{Mode: "test", Attach: func(context.Context, network.Sandbox) (*network.Attachment, error) {
+		return nil, errors.New("attach network of sandbox x: no free port")
+	}}
+	if err := c2.attachNetwork(context.Background(), 4242); err == nil || err.Error() != "attach network of sandbox x: no free port" {
+		t.Errorf("failing attach: %v", err)
+	}
+	if c2.attached != nil || c2.sb.NetworkAttachment != nil {
+		t.Error("a failed attach was recorded")
 	}
 }

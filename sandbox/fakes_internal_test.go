@@ -147,6 +147,7 @@ type fakeLauncher struct {
 	startErr, runErr         error
 	block                    bool
 	started, ran, aborted    int
+	reported                 int  // container starts reported to the creation
 	bundle, launchReq, state bool // config.json, launch.json and state.json were there at run
 }
 
@@ -164,7 +165,7 @@ type fakeProcess struct {
 	done bool
 }
 
-func (p *fakeProcess) run(ctx context.Context) (int, error) {
+func (p *fakeProcess) run(ctx context.Context, started func(context.Context, int) error) (int, error) {
 	p.done = true
 	p.l.ran++
 	exists := func(name string) bool {
@@ -186,6 +187,14 @@ func (p *fakeProcess) run(ctx context.Context) (int, error) {
 	// Not waited for here: removal reaps it, as the CLI that waits for a
 	// sandbox reaps its PID 1.
 	p.l.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	if started != nil {
+		p.l.reported++
+		if err := started(ctx, cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, err
+		}
+	}
 	return cmd.Process.Pid, nil
 }
 

@@ -90,8 +90,12 @@ func socketPair() (*os.File, *os.File, error) {
 }
 
 // run lets the launcher go on with the written bundle and returns the
-// sandbox's PID 1 as the launcher reports it.
-func (lp *launch) run(ctx context.Context) (int, error) {
+// sandbox's PID 1 as the launcher reports it. With started (the request's
+// ReportStart), the launcher first reports the container's init, waiting
+// in the sandbox's namespaces: started attaches the network to it, and on
+// its error the launch is called off (the launcher kills the init) and run
+// returns that error.
+func (lp *launch) run(ctx context.Context, started func(ctx context.Context, pid int) error) (int, error) {
 	lp.done = true
 	defer lp.conn.Close()
 	if err := lp.mapped(); err != nil {
@@ -101,7 +105,23 @@ func (lp *launch) run(ctx context.Context) (int, error) {
 	}
 	goErr := ipc.Send(lp.conn, ipc.GoAhead{})
 	var res ipc.LaunchResult
-	_, resErr := ipc.Receive(lp.conn, &res)
+	var cs ipc.ContainerStarted
+	var msg ipc.Message
+	var resErr error
+	if started != nil {
+		msg, resErr = ipc.Receive(lp.conn, &cs, &res)
+	} else {
+		msg, resErr = ipc.Receive(lp.conn, &res)
+	}
+	if _, ok := msg.(*ipc.ContainerStarted); ok {
+		if err := started(ctx, cs.Pid); err != nil {
+			lp.conn.Close()
+			_ = lp.cmd.Wait()
+			return 0, err
+		}
+		goErr = ipc.Send(lp.conn, ipc.NetworkReady{})
+		_, resErr = ipc.Receive(lp.conn, &res)
+	}
 	waitErr := lp.cmd.Wait()
 	switch {
 	case resErr == nil && res.Error != "":

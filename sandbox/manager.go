@@ -48,6 +48,12 @@ type Options struct {
 	UserNS string
 	// Cgroups say where sandboxes' cgroups go.
 	Cgroups CgroupOptions
+	// Network are the host's settings for attached networks (bridge,
+	// pasta, slirp4netns): bridge instance, subnets, port range, DNS. A
+	// program that creates sandboxes on them must call ipc.Dispatch first
+	// thing in main: their helpers' watchers and rule installers are
+	// re-executions of it (/proc/self/exe).
+	Network network.Config
 }
 
 // Manager creates and finds sandboxes. It holds no state of its own beyond
@@ -146,8 +152,9 @@ type CreateOptions struct {
 	// Env and Workdir apply to the executor and every command it runs.
 	Env     []string
 	Workdir string
-	// Network is the sandbox's network (package network): its Mode is
-	// NetworkNone (the default) or NetworkHost.
+	// Network is the sandbox's network (package network): its Mode
+	// (NetworkNone, the default, NetworkHost, NetworkBridge, bridge:NAME,
+	// pasta or slirp4netns), published ports and egress policy.
 	Network network.Options
 	// APIKey is required by the executor on every route but /alive; empty:
 	// a random key of the sandbox's own (Sandbox.APIKey).

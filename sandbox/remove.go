@@ -87,7 +87,8 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 //     mounts, which live in the launcher's and the sandbox's mount
 //     namespaces, go with the last of them;
 //  2. cgroups removed, in every hierarchy;
-//  3. network removed: what the network mode's setup made on the host;
+//  3. network removed: what the network mode's setup or attach made on the
+//     host (the attachment recorded in sb, else the lease on disk);
 //  4. disk limit removed: its image's mount, or its project quota;
 //  5. upper directory removed (the data tree);
 //  6. state removed: the state directory, with the bundle, libcontainer's
@@ -115,7 +116,9 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 		// What the network's setup made on the host, found from the ID
 		// and the state directory (which is still there) alone.
 		{"network removed", func() error {
-			return network.Teardown(ctx, m.networkSandbox(id, 0))
+			nsb := m.networkSandbox(id)
+			nsb.Attachment = sb.NetworkAttachment
+			return network.Teardown(ctx, nsb)
 		}},
 		// The disk limit's image mount or project quota, found from the ID
 		// alone. The upper root is the image's mount point: while it is
@@ -143,10 +146,10 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 	return nil
 }
 
-// networkSandbox is sandbox id as the network plan's setup and teardown see
-// it.
-func (m *Manager) networkSandbox(id string, launcherPid int) network.Sandbox {
-	return network.Sandbox{ID: id, Dir: m.paths.dir(id), StateRoot: m.paths.State, Init: m.opts.Init, LauncherPid: launcherPid}
+// networkSandbox is sandbox id as the network plan's setup, attach and
+// teardown see it.
+func (m *Manager) networkSandbox(id string) network.Sandbox {
+	return network.Sandbox{ID: id, Dir: m.paths.dir(id), StateRoot: m.paths.State, Init: m.opts.Init, Config: m.opts.Network}
 }
 
 // plannedCgroup is the cgroup Create gives sandbox id under the current
@@ -403,6 +406,11 @@ func (m *Manager) Prune(ctx context.Context) ([]string, error) {
 		}
 	}
 	errs = append(errs, m.paths.pruneNewDirs(ctx), m.paths.releaseNames(""))
+	// What attached networks hold for sandboxes that are gone, whether or
+	// not anything else of them is left.
+	if _, err := network.Prune(ctx, m.paths.State); err != nil {
+		errs = append(errs, fmt.Errorf("prune networks: %w", err))
+	}
 	return removed, errors.Join(errs...)
 }
 

@@ -24,8 +24,9 @@ const (
 
 // Network modes, as package network names them.
 const (
-	NetworkNone = string(network.None)
-	NetworkHost = string(network.Host)
+	NetworkNone   = string(network.None)
+	NetworkHost   = string(network.Host)
+	NetworkBridge = string(network.Bridge)
 )
 
 // defaultCaps is the capability set of Docker and Podman's default profile.

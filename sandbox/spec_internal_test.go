@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -44,7 +45,7 @@ func TestSpecGolden(t *testing.T) {
 		t.Skip("requires amd64: the golden files hold the default seccomp profile's x86_64 system calls")
 	}
 	plan := func(mode string, rootless bool) *network.Plan {
-		p, err := network.NewPlan(network.Options{Mode: mode}, network.Target{ID: "0123456789ab", Hostname: "box", Rootless: rootless})
+		p, err := network.NewPlan(context.Background(), network.Options{Mode: mode}, network.Target{ID: "0123456789ab", Hostname: "box", Rootless: rootless})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +162,7 @@ func TestSpecGolden(t *testing.T) {
 
 // TestSpecRelativeWorkdir: a relative working directory is refused.
 func TestSpecRelativeWorkdir(t *testing.T) {
-	p, err := network.NewPlan(network.Options{}, network.Target{Hostname: "box"})
+	p, err := network.NewPlan(context.Background(), network.Options{}, network.Target{Hostname: "box"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 )
 
 // Status is a sandbox's life-cycle state as seen from the host.
@@ -87,6 +88,11 @@ type Sandbox struct {
 	// SocketIdentity is the executor socket's file as bothy bound it:
 	// clients connect to nothing else (see Client).
 	SocketIdentity client.SocketIdentity `json:"socket_identity"`
+	// NetworkAttachment is what an attached network mode (bridge, pasta,
+	// slirp4netns) made for the sandbox: its address, gateway and DNS, its
+	// published ports, its egress policy, and the host side (veth, rules,
+	// helper) that removal detaches.
+	NetworkAttachment *network.Attachment `json:"network_attachment,omitempty"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`
@@ -102,12 +108,24 @@ type Sandbox struct {
 	// Usage is read from the cgroup (and the disk limit) by
 	// Manager.Inspect only.
 	Usage *Usage `json:"usage,omitempty"`
+	// NetworkError says, when Manager.Inspect finds it so, that the
+	// sandbox's attached network no longer works (its helper exited): the
+	// sandbox has no network.
+	NetworkError string `json:"network_error,omitempty"`
 
 	// lost: there is no state.json (a creation killed before it wrote
 	// one, a removal killed after it removed it, a state tree wiped), only
 	// the sandbox's directories; every field but ID, Dir and Created is
 	// unknown.
 	lost bool
+}
+
+// Ports are the sandbox's published ports, with their host ports.
+func (s *Sandbox) Ports() []network.Port {
+	if s.NetworkAttachment == nil {
+		return nil
+	}
+	return s.NetworkAttachment.Ports
 }
 
 // ShortID is the first 12 hex digits of the ID, as ps shows it.

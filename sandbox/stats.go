@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
+
+	"github.com/bothy-sandbox/bothy/network"
 )
 
 // Stats are a sandbox's resource use, read from its cgroup.
@@ -82,6 +84,11 @@ func (m *Manager) Inspect(ctx context.Context, ref string) (*Sandbox, error) {
 		sb.Usage = &Usage{
 			MemoryPeak: st.Memory.Peak, MemoryUsage: st.Memory.Usage, OOMKills: st.Memory.OOMKills,
 			CPUSeconds: st.CPU.UsageSeconds, PidsCurrent: st.Pids.Current, CgroupReadAt: st.Time.Format(time.RFC3339Nano),
+		}
+	}
+	if sb.Status == StatusRunning {
+		if err := network.Check(sb.NetworkAttachment); err != nil {
+			sb.NetworkError = err.Error()
 		}
 	}
 	if sb.Disk != nil {

@@ -182,7 +182,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{[]string{"exec", "nosuch", "--", "true"}, "no such sandbox"},
 		{[]string{"run", "--rm", "no/such:image", "--", "true"}, "not found"},
-		{[]string{"run", "--network", "bridge", "--", "true"}, "unknown network mode"},
+		{[]string{"run", "--network", "bridged", "--", "true"}, "unknown network mode"},
 		{[]string{"ps", "--format", "yaml"}, "unknown format"},
 		{[]string{"run"}, "nothing to run"},
 		{[]string{"pull", "nosuchtransport:foo"}, "transport"},

@@ -35,12 +35,18 @@
 //	channel  a socketpair; the launcher's end is LaunchFD (3)
 //	CLI      LaunchRequest as soon as the launcher is started, then GoAhead
 //	         once config.json is written (or it closes the channel: called off)
+//	launcher with LaunchRequest.ReportStart (a network to attach):
+//	         ContainerStarted (the container's init, waiting before it
+//	         executes anything), to which the CLI answers NetworkReady once
+//	         the network is attached (or closes the channel: the launcher
+//	         kills the init)
 //	launcher LaunchResult (the sandbox's PID 1, or an error), then it exits
 //	files    LauncherListenFD (4) the executor's listening socket,
 //	         LauncherMainLogFD (5) the main command's log (LaunchRequest.MainLog)
 //
 // Container init: libcontainer's own contract, not framed here. The
-// launcher's libcontainer.Container.Run re-executes bothy-init as ReexecInit
+// launcher's libcontainer.Container.Run (Start, then Exec once NetworkReady
+// came, with ReportStart) re-executes bothy-init as ReexecInit
 // ("init") with its _LIBCONTAINER_* environment and sync pipes; nsenter's C
 // constructor enters the namespaces before the Go runtime starts. The CLI
 // strips _LIBCONTAINER_* from the launcher's environment.

@@ -60,6 +60,12 @@ type LaunchRequest struct {
 	// SeccompCache holds compiled seccomp programs (SeccompProgram frames,
 	// see package launcher).
 	SeccompCache string `json:"seccomp_cache,omitempty"`
+	// ReportStart: the sandbox's network is attached once its namespace
+	// exists. The launcher starts the container's init (libcontainer's
+	// Start, which leaves it waiting before it executes anything), reports
+	// it with ContainerStarted, and lets it execute the executor
+	// (libcontainer's Exec) once NetworkReady comes.
+	ReportStart bool `json:"report_start,omitempty"`
 }
 
 // MessageType implements Message.
@@ -92,7 +98,27 @@ type GoAhead struct{}
 // MessageType implements Message.
 func (GoAhead) MessageType() string { return "launch.go-ahead" }
 
-// LaunchResult is the launcher's one frame on the launch channel, sent
+// ContainerStarted is the launcher's report, with LaunchRequest.ReportStart,
+// that the container's init runs in the sandbox's namespaces, waiting to
+// execute the executor: Pid (in the CLI's pid namespace) names the
+// namespaces the CLI attaches the network to.
+type ContainerStarted struct {
+	Pid int `json:"pid"`
+}
+
+// MessageType implements Message.
+func (ContainerStarted) MessageType() string { return "launch.container-started" }
+
+// NetworkReady is the CLI's answer to ContainerStarted: the sandbox's
+// network is attached, the init may execute the executor. The CLI closes
+// the channel instead to call the launch off (the launcher then kills the
+// init).
+type NetworkReady struct{}
+
+// MessageType implements Message.
+func (NetworkReady) MessageType() string { return "launch.network-ready" }
+
+// LaunchResult is the launcher's last frame on the launch channel, sent
 // before it exits: the sandbox's PID 1, or why there is none.
 type LaunchResult struct {
 	Pid   int    `json:"pid,omitempty"`

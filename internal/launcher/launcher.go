@@ -71,7 +71,7 @@ func launcherMain() int {
 		if err = mountRootfs(&req); err == nil {
 			bd := <-b
 			if err = bd.err; err == nil {
-				pid, err = start(&req, bd)
+				pid, err = start(conn, &req, bd)
 			}
 		}
 	}
@@ -155,8 +155,8 @@ func readBundle(conn io.Reader, req *ipc.LaunchRequest) *bundle {
 }
 
 // start starts the sandbox of the bundle read for req, on the root
-// filesystem mounted for it.
-func start(req *ipc.LaunchRequest, b *bundle) (int, error) {
+// filesystem mounted for it; conn is the launch channel.
+func start(conn io.ReadWriter, req *ipc.LaunchRequest, b *bundle) (int, error) {
 	spec, seccompProg := &b.spec, b.seccompProg
 	files, err := executorFiles(req)
 	if err != nil {
@@ -193,7 +193,7 @@ func start(req *ipc.LaunchRequest, b *bundle) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create container: %w", err)
 	}
-	pid, err := run(container, spec, *req, files)
+	pid, err := run(conn, container, spec, *req, files)
 	if err != nil {
 		if derr := container.Destroy(); derr != nil {
 			err = fmt.Errorf("%w (and clean up: %v)", err, derr)
@@ -259,8 +259,10 @@ func mountOverlay(req *ipc.LaunchRequest, target string) error {
 }
 
 // run runs the executor in container with its ready pipe as
-// ipc.ExecutorReadyFD and files after it.
-func run(container *libcontainer.Container, spec *specs.Spec, req ipc.LaunchRequest, files []*os.File) (int, error) {
+// ipc.ExecutorReadyFD and files after it. With req.ReportStart, the
+// container's init is started, reported on conn, and let go on to the
+// executor once the CLI has attached the network.
+func run(conn io.ReadWriter, container *libcontainer.Container, spec *specs.Spec, req ipc.LaunchRequest, files []*os.File) (int, error) {
 	logFile, err := os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("open executor log: %w", err)
@@ -287,13 +289,30 @@ func run(container *libcontainer.Container, spec *specs.Spec, req ipc.LaunchRequ
 		NoNewPrivileges: &p.NoNewPrivileges,
 	}
 	trace.Mark("launcher", "container created")
-	err = container.Run(process)
+	if req.ReportStart {
+		err = container.Start(process)
+	} else {
+		err = container.Run(process)
+	}
 	readyW.Close()
 	if err != nil {
 		return 0, fmt.Errorf("start executor: %w", err)
 	}
-	trace.Mark("launcher", "container running (libcontainer Run)")
 	pid, err := process.Pid()
+	if err == nil && req.ReportStart {
+		trace.Mark("launcher", "container started (libcontainer Start)")
+		if err = attachPoint(conn, pid); err == nil {
+			err = container.Exec()
+			if err != nil {
+				err = fmt.Errorf("start executor: %w", err)
+			}
+		}
+		if err == nil {
+			trace.Mark("launcher", "container running (libcontainer Exec)")
+		}
+	} else if err == nil {
+		trace.Mark("launcher", "container running (libcontainer Run)")
+	}
 	if err == nil {
 		if err = waitReady(readyR, req.ReadyTimeout); err != nil {
 			err = fmt.Errorf("%w: %s", err, logTail(req.Log))
@@ -311,6 +330,25 @@ func run(container *libcontainer.Container, spec *specs.Spec, req ipc.LaunchRequ
 	}
 	trace.Mark("launcher", "executor ready")
 	return pid, nil
+}
+
+// attachPoint reports the container's init, waiting before it executes
+// anything, to the CLI, and waits until the CLI has attached the sandbox's
+// network to its namespaces: NetworkReady, or the channel closed (the
+// launch called off).
+func attachPoint(conn io.ReadWriter, pid int) error {
+	if err := ipc.Send(conn, ipc.ContainerStarted{Pid: pid}); err != nil {
+		return fmt.Errorf("report the container's start: %w", err)
+	}
+	_, err := ipc.Receive(conn, &ipc.NetworkReady{})
+	switch {
+	case errors.Is(err, io.EOF):
+		return errors.New("launch called off while the network was attached")
+	case err != nil:
+		return fmt.Errorf("wait for the network: %w", err)
+	}
+	trace.Mark("launcher", "network ready")
+	return nil
 }
 
 // waitReady waits for the executor's ExecutorReady on its ready pipe, which
