@@ -35,6 +35,16 @@ import (
 // The launcher and the container init are what bothy-init is re-executed
 // as (ipc.Dispatch); package userns registers its helpers.
 func init() {
+	if len(os.Args) > 1 && os.Args[1] == ipc.ReexecInit {
+		// libcontainer's init must stay on the main thread, where the Go
+		// runtime runs package initialisation: its last act is execve of
+		// the executor, and an execve from another thread leaves the
+		// thread-group leader a zombie until the exec is done, so that the
+		// sandbox's PID 1 reads as exited for a moment (a concurrent
+		// network attach would then reclaim its lease). Locked here, in
+		// init, it is never moved off it (as runc's own init does).
+		runtime.LockOSThread()
+	}
 	ipc.Handle(ipc.ReexecInit, containerInit)
 	ipc.Handle(ipc.ReexecLaunch, launcherMain)
 }
