@@ -2,27 +2,35 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // The environment the CLI reads, in one place: the library packages read
 // none and take all of it as options (docs/operator.md lists it).
 const (
-	rootEnv          = "BOTHY_ROOT"           // --root's default
-	executorEnv      = "BOTHY_EXECUTOR"       // sandbox.Options.Executor
-	initEnv          = "BOTHY_INIT"           // sandbox.Options.Init
-	defaultImageEnv  = "BOTHY_DEFAULT_IMAGE"  // sandbox.Options.DefaultArchive
-	imagesEnv        = "BOTHY_IMAGES"         // bothy-images, beside bothy by default
-	usernsEnv        = "BOTHY_USERNS"         // sandbox.Options.UserNS
-	cgroupParentEnv  = "BOTHY_CGROUP_PARENT"  // sandbox.CgroupOptions.Parent
-	cgroupManagerEnv = "BOTHY_CGROUP_MANAGER" // sandbox.CgroupOptions.Manager
-	authFileEnv      = "REGISTRY_AUTH_FILE"   // --authfile's default
-	epochEnv         = "SOURCE_DATE_EPOCH"    // runtimeimage.Options.Epoch
+	rootEnv          = "BOTHY_ROOT"             // --root's default
+	executorEnv      = "BOTHY_EXECUTOR"         // sandbox.Options.Executor
+	initEnv          = "BOTHY_INIT"             // sandbox.Options.Init
+	defaultImageEnv  = "BOTHY_DEFAULT_IMAGE"    // sandbox.Options.DefaultArchive
+	imagesEnv        = "BOTHY_IMAGES"           // bothy-images, beside bothy by default
+	usernsEnv        = "BOTHY_USERNS"           // sandbox.Options.UserNS
+	cgroupParentEnv  = "BOTHY_CGROUP_PARENT"    // sandbox.CgroupOptions.Parent
+	cgroupManagerEnv = "BOTHY_CGROUP_MANAGER"   // sandbox.CgroupOptions.Manager
+	netInstanceEnv   = "BOTHY_NETWORK_INSTANCE" // network.Config.Instance
+	netSubnetEnv     = "BOTHY_NETWORK_SUBNET"   // network.Config.Subnet
+	netPoolEnv       = "BOTHY_NETWORK_POOL"     // network.Config.NetworkPool
+	netDNSEnv        = "BOTHY_NETWORK_DNS"      // network.Config.DNS (comma-separated)
+	portRangeEnv     = "BOTHY_PORT_RANGE"       // network.Config.PortRange (FIRST-LAST)
+	authFileEnv      = "REGISTRY_AUTH_FILE"     // --authfile's default
+	epochEnv         = "SOURCE_DATE_EPOCH"      // runtimeimage.Options.Epoch
 )
 
 // managerOptions are the sandbox manager's options from the environment,
@@ -42,6 +50,10 @@ func managerOptions(root string) (sandbox.Options, error) {
 			UserSession: userSession(),
 		},
 	}
+	var err error
+	if opts.Network, err = networkConfig(); err != nil {
+		return sandbox.Options{}, err
+	}
 	if root != "" {
 		opts.Paths = sandbox.PathsUnder(root)
 		return opts, nil
@@ -52,6 +64,42 @@ func managerOptions(root string) (sandbox.Options, error) {
 	}
 	opts.Paths = p
 	return opts, nil
+}
+
+// networkConfig is the host's settings for attached networks from
+// BOTHY_NETWORK_* and BOTHY_PORT_RANGE; unset ones are the defaults.
+func networkConfig() (network.Config, error) {
+	var c network.Config
+	c.Instance = os.Getenv(netInstanceEnv)
+	for _, p := range []struct {
+		env string
+		to  *netip.Prefix
+	}{{netSubnetEnv, &c.Subnet}, {netPoolEnv, &c.NetworkPool}} {
+		if s := os.Getenv(p.env); s != "" {
+			pfx, err := netip.ParsePrefix(s)
+			if err != nil || !pfx.Addr().Is4() {
+				return c, fmt.Errorf("%s=%q: want an IPv4 prefix such as 10.77.0.0/16", p.env, s)
+			}
+			*p.to = pfx.Masked()
+		}
+	}
+	if s := os.Getenv(netDNSEnv); s != "" {
+		for _, a := range strings.Split(s, ",") {
+			addr, err := netip.ParseAddr(strings.TrimSpace(a))
+			if err != nil || !addr.Is4() {
+				return c, fmt.Errorf("%s=%q: want IPv4 addresses, comma-separated", netDNSEnv, s)
+			}
+			c.DNS = append(c.DNS, addr)
+		}
+	}
+	if s := os.Getenv(portRangeEnv); s != "" {
+		r, err := network.ParsePortRange(s)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", portRangeEnv, err)
+		}
+		c.PortRange = r
+	}
+	return c, nil
 }
 
 // existing is path if it exists, else "".

@@ -18,11 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -66,13 +69,32 @@ type killEnv struct {
 	// tracked are processes of the sandbox that the trial saw: they must
 	// all be gone once prune has run.
 	tracked map[int]uint64
+	// instance names the test's bridges and nftables tables (root).
+	instance string
+	// seen are the sandbox IDs the test saw: their veths must go.
+	seen map[string]bool
+}
+
+// networkEnv gives the test's sandboxes on bridge a network of their own:
+// as root a bridge instance, subnets and nftables tables nothing else uses;
+// a port range apart from bothy's defaults and other tests'.
+func (k *killEnv) networkEnv() []string {
+	n := rand.IntN(250)
+	env := []string{"BOTHY_PORT_RANGE=35000-35999"}
+	if os.Geteuid() == 0 {
+		k.instance = fmt.Sprintf("k%04x", rand.IntN(1<<16))
+		env = append(env, "BOTHY_NETWORK_INSTANCE="+k.instance,
+			fmt.Sprintf("BOTHY_NETWORK_SUBNET=10.193.%d.0/24", n),
+			fmt.Sprintf("BOTHY_NETWORK_POOL=10.192.%d.0/23", n&^1))
+	}
+	return env
 }
 
 // newKillEnv makes the test's bothy; without cgroups (rootless only), no
 // cgroup is delegated to it and its sandboxes have none of their own.
 func newKillEnv(t *testing.T, cgroups bool) *killEnv {
 	t.Helper()
-	k := &killEnv{t: t, root: testenv.ShortTempDir(t), tracked: map[int]uint64{}}
+	k := &killEnv{t: t, root: testenv.ShortTempDir(t), tracked: map[int]uint64{}, seen: map[string]bool{}}
 	k.bin = os.Getenv("BOTHY_BIN")
 	env := append(os.Environ(), "BOTHY_ROOT="+k.root,
 		"BOTHY_EXECUTOR="+testenv.Executor(t),
@@ -91,6 +113,7 @@ func newKillEnv(t *testing.T, cgroups bool) *killEnv {
 		}
 	}
 	k.setupCgroups(&env, cgroups)
+	env = append(env, k.networkEnv()...)
 	k.env = env
 	k.vol = t.TempDir()
 	if err := os.WriteFile(filepath.Join(k.vol, "lower"), []byte("lower\n"), 0o644); err != nil {
@@ -343,11 +366,11 @@ func (k *killEnv) mountHolders() []string {
 // leftovers is what a trial left, as found on disk, in the cgroups and in
 // /proc.
 type leftovers struct {
-	stateDirs, dataDirs, names, cgroups, procs, mounts []string
+	stateDirs, dataDirs, names, cgroups, procs, mounts, nets []string
 }
 
 func (l leftovers) empty() bool {
-	return len(l.stateDirs)+len(l.dataDirs)+len(l.names)+len(l.cgroups)+len(l.procs)+len(l.mounts) == 0
+	return len(l.stateDirs)+len(l.dataDirs)+len(l.names)+len(l.cgroups)+len(l.procs)+len(l.mounts)+len(l.nets) == 0
 }
 
 func (l leftovers) String() string {
@@ -355,7 +378,7 @@ func (l leftovers) String() string {
 	for _, x := range []struct {
 		what string
 		list []string
-	}{{"state dirs", l.stateDirs}, {"data dirs", l.dataDirs}, {"names", l.names}, {"cgroups", l.cgroups}, {"processes", l.procs}, {"mounts", l.mounts}} {
+	}{{"state dirs", l.stateDirs}, {"data dirs", l.dataDirs}, {"names", l.names}, {"cgroups", l.cgroups}, {"processes", l.procs}, {"mounts", l.mounts}, {"network", l.nets}} {
 		if len(x.list) > 0 {
 			fmt.Fprintf(&b, "\n  %s: %s", x.what, strings.Join(x.list, "; "))
 		}
@@ -400,7 +423,44 @@ func (k *killEnv) leftovers() leftovers {
 		}
 	}
 	l.mounts = k.mountHolders()
+	l.nets = k.networkLeftovers()
 	return l
+}
+
+// networkLeftovers lists what attached networks left: leases and helper
+// directories in the network state directory, and as root the test
+// instance's bridges, veths (bothy's alias names their sandbox) and
+// nftables tables. Helper and watcher processes are tracked (track).
+func (k *killEnv) networkLeftovers() []string {
+	var out []string
+	dir := filepath.Join(k.root, "run", "network")
+	for _, sub := range []string{"leases", "helpers"} {
+		for _, n := range readNames(filepath.Join(dir, sub)) {
+			out = append(out, sub+"/"+n)
+		}
+	}
+	if k.instance == "" {
+		return out
+	}
+	links, _ := netlink.LinkList()
+	for _, l := range links {
+		name, alias := l.Attrs().Name, l.Attrs().Alias
+		if strings.HasPrefix(name, k.instance) {
+			out = append(out, "bridge "+name)
+		}
+		if id, ok := strings.CutPrefix(alias, "bothy sandbox "); ok && k.known(id) || ok && k.seen[id] {
+			out = append(out, "veth "+name+" of "+id)
+		}
+	}
+	if c, err := nftables.New(); err == nil {
+		tables, _ := c.ListTables()
+		for _, tb := range tables {
+			if tb.Name == k.instance {
+				out = append(out, fmt.Sprintf("nftables table %s (family %d)", tb.Name, tb.Family))
+			}
+		}
+	}
+	return out
 }
 
 // known reports whether id is a sandbox of this test's root.
@@ -434,6 +494,37 @@ func (k *killEnv) track() {
 		}
 		if pid, start := libcontainerInit(dir, id); pid > 0 {
 			k.tracked[pid] = start
+		}
+		k.seen[id] = true
+	}
+	// The network helpers and their watchers, from the leases (and the
+	// sandboxes' records, read above with the lease's schema).
+	var records []string
+	for _, n := range readNames(filepath.Join(k.root, "run", "network", "leases")) {
+		records = append(records, filepath.Join(k.root, "run", "network", "leases", n))
+	}
+	for _, id := range readNames(filepath.Join(k.root, "run", "sb")) {
+		records = append(records, filepath.Join(k.root, "run", "sb", id, "state.json"))
+	}
+	for _, f := range records {
+		var rec struct {
+			network.Attachment
+			Recorded *network.Attachment `json:"network_attachment"`
+		}
+		data, err := os.ReadFile(f)
+		if err != nil || json.Unmarshal(data, &rec) != nil {
+			continue
+		}
+		k.seen[rec.ID] = k.seen[rec.ID] || rec.ID != ""
+		for _, a := range []*network.Attachment{&rec.Attachment, rec.Recorded} {
+			if a == nil || a.Helper == nil {
+				continue
+			}
+			for _, p := range []network.Process{a.Helper.Watcher, a.Helper.Process} {
+				if p.Pid > 0 {
+					k.tracked[p.Pid] = p.Start
+				}
+			}
 		}
 	}
 }
@@ -510,7 +601,12 @@ type trial struct {
 	args       []string // the bothy command line; "ID" is replaced
 	killAt     string   // a named step (BOTHY_KILL_AT) instead of a random time
 	window     time.Duration
+	net        bool // the sandbox "ID" is on the bridge network with a published port
 }
+
+// netArgs put a sandbox on the bridge network (root: the bridge driver;
+// rootless: slirp4netns) with a published port.
+var netArgs = []string{"--network", "bridge", "-p", "8000"}
 
 // outcome is what one trial found.
 type outcome struct {
@@ -527,7 +623,11 @@ func (k *killEnv) runTrial(tr trial) outcome {
 	k.tracked = map[int]uint64{}
 	var id string
 	if slices.Contains(tr.args, "ID") {
-		id = strings.TrimSpace(k.ok("run", "-d", "-v", k.vol+":/w:overlay", "--", "sleep", "1000"))
+		args := []string{"run", "-d", "-v", k.vol + ":/w:overlay"}
+		if tr.net {
+			args = append(args, netArgs...)
+		}
+		id = strings.TrimSpace(k.ok(append(args, "--", "sleep", "1000")...))
 		k.track()
 	}
 	args := slices.Clone(tr.args)
@@ -657,7 +757,7 @@ func (k *killEnv) runTrial(tr trial) outcome {
 	}
 	// A CLI that lived cleaned up after itself, unless it started a
 	// sandbox on purpose (run -d that succeeded).
-	if o.survived && (tr.op != "run -d" || waitErr != nil) && !o.before.empty() {
+	if o.survived && (!strings.HasPrefix(tr.op, "run -d") || waitErr != nil) && !o.before.empty() {
 		t.Errorf("%s, %s killed at %s: bothy lived (%v) but left:%s\n%s", tr.op, tr.victim, o.phase, waitErr, o.before, stderr.String())
 	}
 
@@ -735,6 +835,8 @@ func (k *killEnv) checkFiles(tr trial, o outcome) {
 			return filepath.SkipDir
 		case rel == "." || rel == "run" || rel == "data" || rel == "run/sb" || rel == "run/names" || rel == "data/sandboxes":
 			return nil
+		case rel == "run/network" || rel == "run/network/leases" || rel == "run/network/helpers" || rel == "run/network/lock":
+			return nil // the network state directory's skeleton and lock file stay
 		}
 		extra = append(extra, rel)
 		return nil
@@ -771,6 +873,13 @@ var (
 		"launcher:container running (libcontainer Run)", "launcher:executor ready"}
 	removeSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: network removed",
 		"bothy:rm: disk limit removed", "bothy:rm: upper directory removed", "bothy:rm: state removed"}
+	// A sandbox on the bridge: the steps its network adds, and those
+	// around them.
+	netCreateSteps = []string{"bothy:bundle written", "bothy:container started", "bothy:network attached",
+		"bothy:launcher reported", "bothy:network ready", "bothy:ready"}
+	netLauncherSteps = []string{"launcher:container created", "launcher:container started (libcontainer Start)",
+		"launcher:network ready", "launcher:container running (libcontainer Exec)", "launcher:executor ready"}
+	netRemoveSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: network removed"}
 )
 
 func TestKillAnyStep(t *testing.T) {
@@ -790,6 +899,8 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 	k.ok("run", "--rm", "--", "true") // imports the default image, fills the layer cache
 	runD := []string{"run", "-d", "--name", "killed", "-v", k.vol + ":/w:overlay"}
 	runRm := []string{"run", "--rm", "-v", k.vol + ":/w:overlay", "--", "sh", "-c", "echo hi > /w/f; sleep 0.1"}
+	runDNet := append(slices.Clone(runD), netArgs...)
+	runRmNet := slices.Concat([]string{"run", "--rm"}, netArgs, runRm[2:])
 	rmF := []string{"rm", "-f", "ID"}
 	build := []string{"build", "-q", "--force", "--setup", k.setup}
 
@@ -811,7 +922,9 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 		return d
 	}
 	tRunD, tRunRm, tRm := timeIt(runD), timeIt(runRm), timeIt(rmF)
-	t.Logf("unkilled: run -d %v, run --rm %v, rm -f %v", tRunD.Round(time.Millisecond), tRunRm.Round(time.Millisecond), tRm.Round(time.Millisecond))
+	tRunDNet := timeIt(runDNet)
+	t.Logf("unkilled: run -d %v, run --rm %v, rm -f %v, run -d on bridge %v", tRunD.Round(time.Millisecond), tRunRm.Round(time.Millisecond),
+		tRm.Round(time.Millisecond), tRunDNet.Round(time.Millisecond))
 
 	random := []trial{
 		{op: "run -d", victim: "cli", args: runD, window: tRunD},
@@ -823,6 +936,9 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 		{op: "run --rm", victim: "init", args: runRm, window: tRunD},
 		{op: "run --rm", victim: "executor", args: runRm, window: tRunRm},
 		{op: "rm -f", victim: "cli", args: rmF, window: tRm},
+		{op: "run -d net", victim: "cli", args: runDNet, window: tRunDNet},
+		{op: "run -d net", victim: "launcher", args: runDNet, window: tRunDNet},
+		{op: "run -d net", victim: "init", args: runDNet, window: tRunDNet},
 	}
 	// The step trials, a round of each kind of random trial and two
 	// builds always run; the other random trials as long as the budget
@@ -836,6 +952,15 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 	}
 	for _, s := range removeSteps {
 		trials = append(trials, trial{op: "rm -f", victim: "cli", args: rmF, killAt: s})
+	}
+	for _, s := range netCreateSteps {
+		trials = append(trials, trial{op: "run -d net", victim: "cli", args: runDNet, killAt: s})
+	}
+	for _, s := range netLauncherSteps {
+		trials = append(trials, trial{op: "run --rm net", victim: "launcher", args: runRmNet, killAt: s})
+	}
+	for _, s := range netRemoveSteps {
+		trials = append(trials, trial{op: "rm -f net", victim: "cli", args: rmF, killAt: s, net: true})
 	}
 	mandatory := len(trials)
 	for i := range n {
@@ -866,7 +991,7 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 		trials, killed, dirty int
 		phases                map[string]int
 		status                map[sandbox.Status]int
-		left                  [6]int // trials that left state dirs, data dirs, names, cgroups, processes, mounts
+		left                  [7]int // trials that left state dirs, data dirs, names, cgroups, processes, mounts, network
 	}
 	table := map[row]*agg{}
 	var rows []row
@@ -897,7 +1022,7 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 		for s, c := range o.status {
 			a.status[s] += c
 		}
-		for i, l := range [][]string{o.before.stateDirs, o.before.dataDirs, o.before.names, o.before.cgroups, o.before.procs, o.before.mounts} {
+		for i, l := range [][]string{o.before.stateDirs, o.before.dataDirs, o.before.names, o.before.cgroups, o.before.procs, o.before.mounts, o.before.nets} {
 			if len(l) > 0 {
 				a.left[i]++
 			}
@@ -919,8 +1044,8 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 	}
 	fmt.Fprintf(&b, "kill -9 at each step and at random times, uid %d, %s: %d trials in %v; after each, prune and rm -f of what ps -a listed left nothing\n",
 		os.Geteuid(), cg, run, time.Since(start).Round(time.Second))
-	const format = "%-9s %-22s %6v %5v | %5v %5v %5v %5v %6v %7v %5v | %s\n"
-	fmt.Fprintf(&b, format, "command", "killed", "trials", "kills", "left:", "state", "data", "name", "cgroup", "process", "mount", "ps -a before prune")
+	const format = "%-12s %-22s %6v %5v | %5v %5v %5v %5v %6v %7v %5v %7v | %s\n"
+	fmt.Fprintf(&b, format, "command", "killed", "trials", "kills", "left:", "state", "data", "name", "cgroup", "process", "mount", "network", "ps -a before prune")
 	for _, r := range rows {
 		a := table[r]
 		var st []string
@@ -930,7 +1055,7 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 			}
 		}
 		fmt.Fprintf(&b, format, r.op, r.victim, a.trials, a.killed, a.dirty,
-			a.left[0], a.left[1], a.left[2], a.left[3], a.left[4], a.left[5], strings.Join(st, ", "))
+			a.left[0], a.left[1], a.left[2], a.left[3], a.left[4], a.left[5], a.left[6], strings.Join(st, ", "))
 	}
 	b.WriteString("kill points (the step the files showed at the kill):\n")
 	for _, r := range rows {

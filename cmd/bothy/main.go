@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
@@ -38,6 +39,9 @@ func (g *globals) manager() (*sandbox.Manager, error) {
 
 func main() {
 	trace.Configure(trace.FromEnv())
+	// bothy is also its network helpers' watcher and rule installer
+	// (package network's re-executions, /proc/self/exe).
+	ipc.Dispatch()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
 	stop()
@@ -61,7 +65,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.root, "root", os.Getenv(rootEnv), "keep all state under this directory (default: per-user XDG directories, or /var/lib/bothy and /run/bothy for root)")
 	root.AddCommand(
-		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
+		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),
 		newVolumeCmd(g), newDiffCmd(g),
 	)

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +23,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -114,7 +119,10 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.Name, "name", "", "name the sandbox")
 	f.BoolVarP(&detach, "detach", "d", false, "start the sandbox in the background and print its ID")
 	f.BoolVar(&rm, "rm", false, "remove the sandbox when the command exits")
-	f.StringVar(&opts.Network.Mode, "network", sandbox.NetworkNone, "network: none (loopback only) or host")
+	f.StringVar(&opts.Network.Mode, "network", sandbox.NetworkNone, "network: none (loopback only), host (the host's), bridge (an address of its own, outbound through NAT; rootless through slirp4netns, or pasta with UDP ports), bridge:NAME (root: a segment shared with NAME's other sandboxes), pasta or slirp4netns")
+	f.StringArrayVarP(&opts.Network.Publish, "publish", "p", nil, "publish a port: [IP:][HOSTPORT:]CONTAINERPORT[/tcp|udp], HOSTPORT 0 or none for a free one, IP 127.0.0.1 unless given (repeatable; bridge, pasta, slirp4netns)")
+	f.StringVar(&opts.Network.Egress, "egress", "", "outbound policy: allow (the default) or deny (nothing out but replies; published ports still answer)")
+	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	volumes = volumeFlags(f, &opts)
@@ -291,10 +299,10 @@ func newPsCmd(g *globals) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK")
+			fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
 			for _, sb := range shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\n", sb.ShortID(), sb.Name, sb.Image, sb.Status,
-					time.Since(sb.Created).Round(time.Second), sb.Network)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\n", sb.ShortID(), sb.Name, sb.Image, sb.Status,
+					time.Since(sb.Created).Round(time.Second), sb.Network, portsColumn(sb.Ports()))
 			}
 			return tw.Flush()
 		},
@@ -330,6 +338,67 @@ Go client's sandbox.Sandbox.Client refuse anything else).`,
 			return writeJSON(cmd.OutOrStdout(), out)
 		},
 	}
+}
+
+// portsColumn is ps's PORTS: HOSTIP:HOSTPORT->PORT/PROTO, comma-separated.
+func portsColumn(ports []network.Port) string {
+	var s []string
+	for _, p := range ports {
+		s = append(s, fmt.Sprintf("%s->%d/%s", netip.AddrPortFrom(p.HostIP, p.HostPort), p.ContainerPort, p.Proto))
+	}
+	return strings.Join(s, ", ")
+}
+
+func newPortCmd(g *globals) *cobra.Command {
+	var format *outputFormat
+	cmd := &cobra.Command{
+		Use:   "port SANDBOX [PORT[/PROTO]]",
+		Short: "List a sandbox's published ports, or the host address of one",
+		Long: `List a sandbox's published ports as PORT/PROTO -> HOSTIP:HOSTPORT, or, with
+PORT (tcp unless /udp is given), the host addresses PORT is published on,
+one a line (what a client on the host connects to).`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			sb, err := m.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			ports := sb.Ports()
+			if len(args) == 2 {
+				num, proto, _ := strings.Cut(args[1], "/")
+				proto = cmp.Or(proto, "tcp")
+				n, err := strconv.ParseUint(num, 10, 16)
+				if err != nil || n == 0 || (proto != "tcp" && proto != "udp") {
+					return fmt.Errorf("invalid port %q: want PORT or PORT/tcp or PORT/udp", args[1])
+				}
+				ports = slices.DeleteFunc(slices.Clone(ports), func(p network.Port) bool { return p.ContainerPort != uint16(n) || p.Proto != proto })
+				if len(ports) == 0 {
+					return fmt.Errorf("sandbox %s does not publish %d/%s", sb.ShortID(), n, proto)
+				}
+			}
+			if format.value == "json" {
+				if ports == nil {
+					ports = []network.Port{}
+				}
+				return writeJSON(cmd.OutOrStdout(), ports)
+			}
+			for _, p := range ports {
+				hp := netip.AddrPortFrom(p.HostIP, p.HostPort)
+				if len(args) == 2 {
+					fmt.Fprintln(cmd.OutOrStdout(), hp)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "%d/%s -> %s\n", p.ContainerPort, p.Proto, hp)
+				}
+			}
+			return nil
+		},
+	}
+	format = formatFlag(cmd.Flags(), "table", "json")
+	return cmd
 }
 
 func newStopCmd(g *globals) *cobra.Command {
