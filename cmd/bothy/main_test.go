@@ -207,7 +207,9 @@ func TestKilledMidCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	hang := filepath.Join(dir, "hang")
-	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec 3<>"+fifo+"\nread x <&3\n"), 0o755); err != nil {
+	// On a descriptor of its own: fd 3 is the launch channel, and closing
+	// it could make the CLI's send of the launch request fail first.
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec 9<>"+fifo+"\nread x <&9\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	self, _ := os.Executable()
