@@ -66,11 +66,12 @@ type Options struct {
 	// Setup is a shell script run (sh, as root) after the plugins; empty:
 	// none.
 	Setup string
-	// Network is the build sandbox's network mode (see package network): "none", its
-	// own namespace with loopback only, or "host", the host's namespace,
-	// which plugin installs and setup scripts that download need. Empty:
-	// DefaultNetwork. It is not an input of the tags: the same inputs built
-	// with another network reuse the image.
+	// Network is the build sandbox's network mode (see package network):
+	// "bridge" (an address of its own with outbound access through NAT or
+	// a user-mode helper, what plugin installs and setup scripts that
+	// download need), "none" (loopback only) or "host" (the host's
+	// namespace). Empty: DefaultNetwork. It is not an input of the tags:
+	// the same inputs built with another network reuse the image.
 	Network string
 	// Force builds from the base whatever tags exist, and moves all three.
 	Force bool
@@ -110,10 +111,11 @@ type Result struct {
 }
 
 // DefaultNetwork is the build sandbox's network when Options.Network is
-// empty: no network at all. A build runs the base image's own programs as
-// root, so the host's network (its loopback-only services, raw sockets on its
-// interfaces) is given only when asked for.
-const DefaultNetwork = sandbox.NetworkNone
+// empty: bridge, outbound access (plugin installs download from Debian's
+// archive) without the host's network. A build runs the base image's own
+// programs as root, so the host's network (its loopback-only services, raw
+// sockets on its interfaces) is given only when asked for.
+const DefaultNetwork = sandbox.NetworkBridge
 
 // excluded are paths of a build sandbox's upper directory that belong to the
 // runtime, not the image: mount points the runtime creates, and the
@@ -154,6 +156,10 @@ type builder struct {
 	execSum  string
 	tags     Tags
 	res      *Result
+	// netWarnings are what the build sandbox's network works less well
+	// than asked for (no forwarding on the uplink, no DNS), for the error
+	// of a step that fails.
+	netWarnings []string
 }
 
 func (b *builder) logf(format string, args ...any) {
@@ -170,7 +176,8 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		}
 		setupSum = sha256Hex(b.setup)
 	}
-	net, err := network.NewPlan(ctx, network.Options{Mode: cmp.Or(b.opts.Network, DefaultNetwork)}, network.Target{})
+	net, err := network.NewPlan(ctx, network.Options{Mode: cmp.Or(b.opts.Network, DefaultNetwork)},
+		network.Target{Rootless: b.m.Mapping().Mode != userns.MapHost})
 	if err != nil {
 		return nil, fmt.Errorf("build network: %w", err)
 	}
@@ -374,6 +381,12 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 	if err != nil {
 		return oci.Layer{}, fmt.Errorf("start build sandbox: %w", err)
 	}
+	if a := sb.NetworkAttachment; a != nil {
+		b.netWarnings = a.Warnings
+		for _, w := range a.Warnings {
+			b.logf("network: %s", w)
+		}
+	}
 	defer func() {
 		if rerr := b.m.Remove(context.WithoutCancel(ctx), sb.ID, true); rerr != nil && err == nil {
 			err = fmt.Errorf("remove build sandbox: %w", rerr)
@@ -482,8 +495,11 @@ func (b *builder) step(ctx context.Context, c *client.Client, what string, req a
 		if st.Signal != "" {
 			status = "killed by " + st.Signal
 		}
-		if b.opts.Network == sandbox.NetworkNone {
-			text += "\n(the build sandbox has no network: a step that downloads, as plugin installs do, needs --build-network host)"
+		switch {
+		case b.opts.Network == sandbox.NetworkNone:
+			text += "\n(the build sandbox has no network: a step that downloads, as plugin installs do, needs --build-network bridge, the default, or host)"
+		case len(b.netWarnings) > 0:
+			text += "\n(the build sandbox's network: " + strings.Join(b.netWarnings, "; ") + "; --build-network host gives it the host's)"
 		}
 		return fmt.Errorf("%s %s: %s", what, status, text)
 	}

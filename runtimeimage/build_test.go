@@ -4,12 +4,14 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +31,7 @@ import (
 	_ "github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/userns"
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -71,7 +74,7 @@ func newManager(t *testing.T, paths sandbox.Paths, executor string) *sandbox.Man
 func newManagerNS(t *testing.T, paths sandbox.Paths, executor, userns string) *sandbox.Manager {
 	t.Helper()
 	self, _ := os.Executable()
-	m, err := sandbox.Open(sandbox.Options{Paths: paths, Executor: executor, Init: self, DefaultArchive: defaultArchive(t), UserNS: userns})
+	m, err := sandbox.Open(sandbox.Options{Paths: paths, Executor: executor, Init: self, DefaultArchive: defaultArchive(t), UserNS: userns, Network: testNetwork()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +85,21 @@ func newManagerNS(t *testing.T, paths sandbox.Paths, executor, userns string) *s
 		}
 	})
 	return m
+}
+
+// testNetwork is the build sandboxes' bridge network: as root a bridge
+// instance, subnet and nftables tables of the test's own (nothing another
+// bothy uses); host ports apart from bothy's defaults.
+func testNetwork() network.Config {
+	c := network.Config{PortRange: network.PortRange{First: 37000, Last: 37999}}
+	if os.Geteuid() == 0 {
+		b := make([]byte, 3)
+		_, _ = rand.Read(b)
+		c.Instance = "r" + hex.EncodeToString(b[:2])
+		c.Subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 191, b[2], 0}), 24)
+		c.NetworkPool = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 190, b[2] &^ 1, 0}), 23)
+	}
+	return c
 }
 
 func writeFile(t *testing.T, content string) string {
@@ -281,9 +299,9 @@ func TestBuildFailures(t *testing.T) {
 		{"base archive missing", runtimeimage.Options{Base: "oci-archive:/nonexistent/base.tar"}, []string{"base image", "/nonexistent/base.tar"}},
 		{"failing plugin", runtimeimage.Options{Plugins: []plugins.Recipe{{Name: "bad", Packages: []string{"no-such-package-bothy"}, Check: "false"}}, Network: sandbox.NetworkHost},
 			[]string{"plugin bad", "no-such-package-bothy"}},
-		// The default network is none: apt cannot reach the archive, and
-		// the error says what to do.
-		{"plugin without network", runtimeimage.Options{Plugins: []plugins.Recipe{jqRecipe}}, []string{"plugin jq-test", "--build-network host"}},
+		// On none apt cannot reach the archive, and the error says what
+		// to do.
+		{"plugin without network", runtimeimage.Options{Plugins: []plugins.Recipe{jqRecipe}, Network: sandbox.NetworkNone}, []string{"plugin jq-test", "--build-network bridge, the default, or host"}},
 		{"unknown network", runtimeimage.Options{Network: "bridged"}, []string{"build network", `"bridged"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -198,28 +198,36 @@ func listener(t *testing.T) (port int, accepted *atomic.Int64) {
 	return l.Addr().(*net.TCPAddr).Port, accepted
 }
 
-// TestBuildNetwork: a build sandbox has no network by default: a service on
-// the host's loopback is out of its reach; with Network "host" (--build-network
-// host) it is reached. The host listener's count is the proof.
+// TestBuildNetwork: a build sandbox is on the bridge network by default:
+// an interface with a default route out, and a service on the host's
+// loopback out of its reach; on none it has loopback only; with Network
+// "host" (--build-network host) the service is reached. The host
+// listener's count is the proof.
 func TestBuildNetwork(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t))
 	busyboxImage(t, m, "netbox:1", "")
 	port, accepted := listener(t)
-	setup := writeFile(t, fmt.Sprintf("if nc -w 5 127.0.0.1 %d </dev/null >/dev/null; then echo reached; else echo blocked; fi > /net-result\n", port))
+	setup := writeFile(t, fmt.Sprintf("if nc -w 5 127.0.0.1 %d </dev/null >/dev/null; then echo reached; else echo blocked; fi > /net-result\n"+
+		"ip route show default | cut -d' ' -f1-3,5 > /net-route\n", port))
 
-	res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "netbox:1", Setup: setup})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := accepted.Load(); n != 0 {
-		t.Errorf("the host listener accepted %d connections from a build with the default network", n)
-	}
-	if got := sh(t, m, res.Image, "cat /net-result"); got != "blocked" {
-		t.Errorf("default network: the setup script says %q", got)
+	for _, c := range []struct{ network, route string }{{"", "default via 10."}, {sandbox.NetworkNone, ""}} {
+		res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "netbox:1", Setup: setup, Network: c.network, Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := accepted.Load(); n != 0 {
+			t.Errorf("the host listener accepted %d connections from a build on network %q", n, c.network)
+		}
+		if got := sh(t, m, res.Image, "cat /net-result"); got != "blocked" {
+			t.Errorf("network %q: the setup script says %q", c.network, got)
+		}
+		if got := sh(t, m, res.Image, "cat /net-route"); !strings.HasPrefix(got, c.route) || (c.route == "") != (got == "") {
+			t.Errorf("network %q: the build sandbox's default route is %q, want %q…", c.network, got, c.route)
+		}
 	}
 
-	res, err = runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "netbox:1", Setup: setup, Network: sandbox.NetworkHost, Force: true})
+	res, err := runtimeimage.Build(ctx, m, runtimeimage.Options{Base: "netbox:1", Setup: setup, Network: sandbox.NetworkHost, Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}

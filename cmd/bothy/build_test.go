@@ -77,8 +77,9 @@ func TestBuildShip(t *testing.T) {
 	}
 }
 
-// TestBuildNetworkFlag: without --build-network the build sandbox cannot
-// reach a service on the host's loopback; with --build-network host it can.
+// TestBuildNetworkFlag: without --build-network (bridge) and with none or
+// bridge the build sandbox cannot reach a service on the host's loopback;
+// with --build-network host it can.
 // The host listener's count is the proof.
 func TestBuildNetworkFlag(t *testing.T) {
 	c := newCLI(t)
@@ -109,6 +110,7 @@ func TestBuildNetworkFlag(t *testing.T) {
 	}{
 		{nil, "blocked"},
 		{[]string{"--build-network", "none"}, "blocked"},
+		{[]string{"--build-network", "bridge"}, "blocked"},
 		{[]string{"--build-network", "host"}, "reached"},
 	} {
 		before := accepted.Load()

@@ -188,11 +188,13 @@ func newBuildCmd(g *globals) *cobra.Command {
 		Short: buildUsage.short,
 		Long: `Build a runtime image without Docker: plugin installs and the setup script run in a
 build sandbox, its changes become one layer, the executor the top layer. The build sandbox
-has no network unless --build-network host is given: plugin installs download from Debian's
-archive and need it (the base image's programs then run on the host's network, as root).
+is on the bridge network (--build-network bridge, the default): an address of its own with
+outbound access, as plugin installs need to download from Debian's archive, and nothing of the
+host's network; --build-network none gives it loopback only, host the host's network (the base
+image's programs then run on it, as root).
 The image gets three tags in bothy-runtime (versioned, lock, source); the same inputs
 reuse the image, a new executor only replaces the top layer. Plugins: ` + strings.Join(plugins.Names(), ", ") + `.`,
-		Example: `  bothy build --plugins jupyter --build-network host
+		Example: `  bothy build --plugins jupyter
   bothy build --base docker.io/library/python:3.12 --setup ./setup.sh --format json
   bothy run bothy-runtime:v0.1.0_python_t_3.12 -- python3 -V`,
 		Args: cobra.NoArgs,
@@ -230,7 +232,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 	f.StringVar(&opts.Setup, "setup", "", "shell script run as root in the build sandbox after the plugins")
 	f.BoolVar(&opts.Force, "force", false, "build from the base even if a tagged image exists")
 	f.StringVar(&opts.Network, "build-network", runtimeimage.DefaultNetwork,
-		"network of the build sandbox: none (loopback only) or host (the host's: plugin installs need it)")
+		"network of the build sandbox: bridge (outbound access, as plugin installs need), none (loopback only) or host (the host's)")
 	format = formatFlag(f, "text", "json")
 	tf.add(f, &opts.Pull.AuthFile, " when pulling the base")
 	return cmd

@@ -44,6 +44,11 @@ func newCLI(t *testing.T) *cli {
 	t.Setenv("BOTHY_EXECUTOR", testenv.Executor(t))
 	t.Setenv("BOTHY_DEFAULT_IMAGE", testenv.BusyboxArchive(t))
 	t.Setenv("BOTHY_IMAGES", testenv.ImagesHelper(t))
+	// Bridge sandboxes (builds' among them) on a network of the test's own.
+	for _, kv := range (&killEnv{t: t}).networkEnv() {
+		name, val, _ := strings.Cut(kv, "=")
+		t.Setenv(name, val)
+	}
 	c := &cli{t: t, root: testenv.ShortTempDir(t)}
 	t.Cleanup(func() {
 		out, _, _ := c.run("", "ps", "-a", "--format", "json")

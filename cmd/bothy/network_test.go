@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,11 +23,7 @@ import (
 // bad flags are refused before anything is made; rm leaves nothing.
 func TestRunNetworkFlags(t *testing.T) {
 	c := newCLI(t)
-	k := &killEnv{t: t, root: c.root, seen: map[string]bool{}}
-	for _, kv := range k.networkEnv() {
-		name, val, _ := strings.Cut(kv, "=")
-		t.Setenv(name, val)
-	}
+	k := &killEnv{t: t, root: c.root, seen: map[string]bool{}, instance: os.Getenv("BOTHY_NETWORK_INSTANCE")}
 	id := strings.TrimSpace(c.ok("run", "-d", "--network", "bridge", "-p", "8000", "-p", "127.0.0.1::9000/udp", "--",
 		"sh", "-c", "mkdir -p /www && echo published > /www/index.html && exec httpd -f -p 8000 -h /www"))
 	all := strings.TrimSpace(c.ok("port", id))
