@@ -2,8 +2,10 @@ package network
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -282,11 +284,15 @@ func (h *hostRules) addSandbox(a *Attachment) error {
 }
 
 // removeSandbox removes what addSandbox added, whatever of it is there:
-// it works from the recorded attachment alone, after any interruption.
+// it works from the recorded attachment alone, after any interruption. A
+// map element goes only if it still jumps to this sandbox's chain: a
+// record kept after its lease was reclaimed (a stopped sandbox removed
+// later) names an address and host ports that another sandbox may hold
+// now, whose policy and ports must stay.
 func (h *hostRules) removeSandbox(a *Attachment) error {
 	if a.Address.IsValid() {
 		a4 := a.Address.Addr().As4()
-		if err := h.delElement(h.egress, a4[:]); err != nil {
+		if err := h.delElementTo(h.egress, a4[:], egChain(a.ID)); err != nil {
 			return err
 		}
 	}
@@ -295,12 +301,12 @@ func (h *hostRules) removeSandbox(a *Attachment) error {
 		if p.Proto == "udp" {
 			set = h.pubUDP
 		}
-		if err := h.delElement(set, port16(p.HostPort)); err != nil {
+		if err := h.delElementTo(set, port16(p.HostPort), pubChain(a.ID)); err != nil {
 			return err
 		}
 	}
 	if a.HostVeth != "" {
-		if err := h.delElement(h.ports, ifname(a.HostVeth)); err != nil {
+		if err := h.delElementTo(h.ports, ifname(a.HostVeth), portChain(a.ID)); err != nil {
 			return err
 		}
 	}
@@ -332,6 +338,38 @@ func (h *hostRules) delElement(set *nftables.Set, key []byte) error {
 		return err
 	}
 	return h.c.SetDeleteElements(set, []nftables.SetElement{{Key: key}})
+}
+
+// delElementTo queues the deletion of key from the verdict map set, if it
+// is there and jumps to chain.
+func (h *hostRules) delElementTo(set *nftables.Set, key []byte, chain string) error {
+	els, err := h.c.GetSetElements(set)
+	if err != nil {
+		return fmt.Errorf("list nftables set %s: %w", set.Name, err)
+	}
+	if !slices.ContainsFunc(els, func(e nftables.SetElement) bool { return bytes.Equal(e.Key, key) && verdictChain(e.Val) == chain }) {
+		return nil
+	}
+	return h.c.SetDeleteElements(set, []nftables.SetElement{{Key: key}})
+}
+
+// verdictChain returns the chain a verdict map element's data jumps to:
+// the data as google/nftables reads it is the verdict's netlink
+// attributes (NFTA_VERDICT_CODE, NFTA_VERDICT_CHAIN).
+func verdictChain(data []byte) string {
+	const verdictChainAttr = 2 // NFTA_VERDICT_CHAIN
+	for len(data) >= 4 {
+		n := int(binary.NativeEndian.Uint16(data))
+		typ := binary.NativeEndian.Uint16(data[2:]) & 0x3fff
+		if n < 4 || n > len(data) {
+			return ""
+		}
+		if typ == verdictChainAttr {
+			return strings.TrimRight(string(data[4:n]), "\x00")
+		}
+		data = data[min((n+3)&^3, len(data)):]
+	}
+	return ""
 }
 
 // delChains queues the flush and deletion of the named chains of t that

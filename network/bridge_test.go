@@ -3,12 +3,14 @@ package network
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -506,6 +508,77 @@ func TestBridgeEgressRawFrames(t *testing.T) {
 		}
 		if !deny && (err != nil || out != "echo raw hello") {
 			t.Errorf("allow: a raw frame: %q %v", out, err)
+		}
+	}
+}
+
+// A stopped sandbox's lease is reclaimed and its address and host port go
+// to another sandbox; removing the first later (Detach from its record, as
+// bothy rm does) leaves the second's policy and published port alone.
+func TestBridgeStaleRecord(t *testing.T) {
+	if !rootOnly(t) {
+		return
+	}
+	e := newBridgeEnv(t)
+	e.upstream.serve("serve-http", "0.0.0.0:80")
+	port := testPortRange.Last - 7
+	old := newSandboxNS(t)
+	o := e.options(old)
+	o.Egress = Egress{Deny: true}
+	o.Publish = []Port{{HostIP: DefaultHostIP, HostPort: port, ContainerPort: 8080, Proto: "tcp"}}
+	stale := attachT(t, o)
+	old.Stop()
+
+	sb := newSandboxNS(t)
+	sb.serve("serve-http", "0.0.0.0:8080")
+	o = e.options(sb)
+	o.Egress = Egress{Deny: true}
+	o.Publish = []Port{{HostIP: DefaultHostIP, HostPort: port, ContainerPort: 8080, Proto: "tcp"}}
+	a := attachT(t, o) // reclaims the stale lease
+	if a.Address != stale.Address || a.Ports[0].HostPort != port {
+		t.Fatalf("the new sandbox did not get the old one's address and port: %v %v, %v", a.Address, a.Ports, stale.Address)
+	}
+	if err := Detach(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sb.run("fetch", "http://"+e.upAddr.String()+"/"); err == nil {
+		t.Errorf("deny lifted by the stale sandbox's removal: fetched %q", out)
+	}
+	if out, err := fetch(fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil || !strings.HasPrefix(out, "hello ") {
+		t.Errorf("published port after the stale sandbox's removal: %q %v", out, err)
+	}
+	if err := Detach(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	e.assertClean(a.ID, stale.ID)
+}
+
+// verdictChain reads the chain of a verdict as google/nftables hands a
+// map element's data over.
+func TestVerdictChain(t *testing.T) {
+	attr := func(typ uint16, payload []byte) []byte {
+		b := binary.NativeEndian.AppendUint16(nil, uint16(4+len(payload)))
+		b = binary.NativeEndian.AppendUint16(b, typ)
+		b = append(b, payload...)
+		for len(b)%4 != 0 {
+			b = append(b, 0)
+		}
+		return b
+	}
+	code := attr(1, binary.BigEndian.AppendUint32(nil, 0xfffffffd)) // NFT_JUMP
+	for _, c := range []struct {
+		data []byte
+		want string
+	}{
+		{slices.Concat(code, attr(2, []byte("eg-abc\x00"))), "eg-abc"},
+		{slices.Concat(code, attr(2, []byte("pub-x\x00"))[:10]), "pub-x"},
+		{code, ""},
+		{nil, ""},
+		{[]byte{3, 0, 2, 0}, ""},
+		{[]byte{200, 0, 2, 0, 'a'}, ""},
+	} {
+		if got := verdictChain(c.data); got != c.want {
+			t.Errorf("verdictChain(%x) = %q, want %q", c.data, got, c.want)
 		}
 	}
 }
