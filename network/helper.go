@@ -425,6 +425,9 @@ func watchMain() int {
 			status("%s", died(ex.err))
 			return fail(errors.New(died(ex.err)))
 		}
+		// Reported once it is gone: the caller's cleanup then finds its
+		// host ports free.
+		<-exited
 		status("%s did not start: %v", cfg.Driver, err)
 		return fail(err)
 	}
@@ -432,6 +435,7 @@ func watchMain() int {
 	if cfg.Driver == DriverSlirp4netns {
 		if err := slirpForward(ctx, filepath.Join(cfg.Dir, apiSocket), cfg.Ports); err != nil {
 			_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
+			<-exited
 			status("%s: %v", cfg.Driver, err)
 			return fail(err)
 		}

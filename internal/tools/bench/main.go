@@ -35,6 +35,14 @@ func main() {
 	podmanJob := flag.String("podman", "", "internal: run the podman measurements (as root inside a private mount and network namespace)")
 	baseline := flag.String("baseline", "", "also measure the bothy CLI of this bin directory (an older build), interleaved run by run with this one")
 	flag.Parse()
+	// The bridge rows' sandboxes (root) on a bridge instance, subnet and
+	// tables of the bench's own: a bothy that runs on the host keeps its
+	// bothy0.
+	if os.Geteuid() == 0 {
+		os.Setenv("BOTHY_NETWORK_INSTANCE", "bnch")
+		os.Setenv("BOTHY_NETWORK_SUBNET", "10.189.0.0/24")
+		os.Setenv("BOTHY_NETWORK_POOL", "10.188.0.0/23")
+	}
 	if *inner != "" {
 		innerLoop(*inner, flag.Args())
 		return
@@ -137,6 +145,10 @@ func printTable(w *os.File, results []*result, n int) {
 		{"ready/crun", "start-to-ready: `crun run -d`, same executor, until /alive answers"},
 		{"ready/runc", "start-to-ready: `runc run -d`, same executor, until /alive answers"},
 		{"ready/podman", "start-to-ready: `podman run -d --network none IMAGE sleep 3600` until it returns"},
+		{"ready/bothy-bridge", "start-to-ready on bridge: `bothy run -d --network bridge` until /alive answers"},
+		{"ready/bothy-bridge-p", "start-to-ready on bridge with a port: `bothy run -d --network bridge -p 8000` until /alive answers"},
+		{"ready/podman-net", "start-to-ready on podman's default network: `podman run -d IMAGE sleep 3600` until it returns"},
+		{"ready/podman-net-p", "start-to-ready on podman's default network with a port: `podman run -d -p 8000 IMAGE sleep 3600`"},
 		{"exit/bothy", "run-to-exit of `true`: `bothy run --rm IMAGE -- true`"},
 		{"exit/bothy-base", "run-to-exit of `true`: the baseline build's `bothy run --rm`, interleaved"},
 		{"exit/crun", "run-to-exit of `true`: `crun run`"},

@@ -441,6 +441,8 @@ func measureCLI(r *result, builds []build, n int) {
 		}
 	}
 
+	measureBridge(r, builds[0], n)
+
 	logf("%s: bothy run-to-exit ×%d", r.Mode, n)
 	failed = map[string]bool{}
 	for range n {
@@ -455,6 +457,56 @@ func measureCLI(r *result, builds []build, n int) {
 				continue
 			}
 			r.add("exit/bothy"+b.suffix, time.Since(t0))
+		}
+	}
+}
+
+// bridgeRows are the bridge network's start-to-ready rows: `bothy run -d`
+// with these flags, until /alive answers.
+var bridgeRows = []struct {
+	key  string
+	args []string
+}{
+	{"ready/bothy-bridge", []string{"--network", "bridge"}},
+	{"ready/bothy-bridge-p", []string{"--network", "bridge", "-p", "8000"}},
+}
+
+// measureBridge times start-to-ready on the bridge network (root: the
+// bridge driver; rootless: slirp4netns), with one sandbox kept on it
+// meanwhile: as on a host where sandboxes run, the bridge and the
+// nftables tables exist (the first sandbox also makes them: a few ms
+// more). The sandbox is ready once its executor answers and its network
+// is attached (a helper's start overlaps the executor's).
+func measureBridge(r *result, b build, n int) {
+	keeper, err := b.bothy("run", "-d", "--network", "bridge", "busybox")
+	if err != nil {
+		for _, row := range bridgeRows {
+			r.Notes[row.key] = "failed: " + oneLine(err.Error())
+		}
+		return
+	}
+	defer func() { _, _ = b.bothy("rm", "-f", keeper) }()
+	driver := "the bridge driver (veth, nftables)"
+	if os.Geteuid() != 0 {
+		driver = "slirp4netns"
+	}
+	for _, row := range bridgeRows {
+		logf("%s: bothy start-to-ready %s ×%d", r.Mode, strings.Join(row.args, " "), n)
+		for range n {
+			t0 := time.Now()
+			id, err := b.bothy(append(append([]string{"run", "-d"}, row.args...), "busybox")...)
+			if err == nil {
+				err = alive(b.paths.SocketPath(id))
+			}
+			if err != nil {
+				r.Notes[row.key] = "failed: " + oneLine(err.Error())
+				break
+			}
+			r.add(row.key, time.Since(t0))
+			_, _ = b.bothy("rm", "-f", id)
+		}
+		if len(r.Samples[row.key]) > 0 {
+			r.Notes[row.key] = driver
 		}
 	}
 }

@@ -31,7 +31,7 @@ import (
 // pid.
 
 // podmanKeys are the table rows podman fills.
-var podmanKeys = []string{"ready/podman", "exit/podman", "exit/podman-net", "exec/podman"}
+var podmanKeys = []string{"ready/podman", "exit/podman", "exit/podman-net", "exec/podman", "ready/podman-net", "ready/podman-net-p"}
 
 // bridgeConflist is Debian's /etc/cni/net.d/87-podman-bridge.conflist with
 // a dataDir (%s) for the IP allocations.
@@ -397,12 +397,36 @@ func measurePodmanCLI(p *podman, j podmanJob, out *podmanOut) {
 		}
 		add("exit/podman-net", time.Since(t0))
 	}
+	net := "CNI bridge in the bench's network namespace"
+	if os.Geteuid() != 0 {
+		net = "slirp4netns"
+	}
 	if len(out.Samples["exit/podman-net"]) > 0 {
-		net := "CNI bridge in the bench's network namespace"
-		if os.Geteuid() != 0 {
-			net = "slirp4netns"
-		}
 		out.Notes["exit/podman-net"] = fmt.Sprintf("%s, %d runs", net, m)
+	}
+	// Start-to-ready on the default network, without and with a published
+	// port (rootless: slirp4netns and rootlessport).
+	for _, row := range []struct {
+		key  string
+		args []string
+	}{{"ready/podman-net", nil}, {"ready/podman-net-p", []string{"-p", "8000"}}} {
+		logf("%s: podman start-to-ready, default network %v ×%d", modeName(), row.args, m)
+		for range m {
+			t0 := time.Now()
+			id, err := p.cli(p.runArgs(append(append([]string{"-d"}, row.args...), image, "sleep", "3600")...)...)
+			d := time.Since(t0)
+			if err != nil {
+				out.Notes[row.key] = err.Error()
+				break
+			}
+			add(row.key, d)
+			if _, err := p.cli("rm", "-f", "-t", "0", id); err != nil {
+				logf("podman rm: %v", err)
+			}
+		}
+		if len(out.Samples[row.key]) > 0 {
+			out.Notes[row.key] = fmt.Sprintf("%s, %d runs", net, m)
+		}
 	}
 }
 
