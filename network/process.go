@@ -1,14 +1,12 @@
 package network
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,33 +17,9 @@ type Process struct {
 	Start uint64 `json:"start"`
 }
 
-// procStart returns a process's start time and whether it is a zombie.
-func procStart(pid int) (start uint64, zombie bool, err error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false, err
-	}
-	// The command name is in parentheses and may contain anything; fields
-	// resume after the last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 20 {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
-	}
-	state := fields[0]
-	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
-}
-
 // identify returns the Process for a running pid.
 func identify(pid int) (Process, error) {
-	start, zombie, err := procStart(pid)
+	start, zombie, err := proc.Start(pid)
 	if err != nil {
 		return Process{}, fmt.Errorf("process %d: %w", pid, err)
 	}
@@ -60,7 +34,7 @@ func (p Process) Alive() bool {
 	if p.Pid <= 0 {
 		return false
 	}
-	start, zombie, err := procStart(p.Pid)
+	start, zombie, err := proc.Start(p.Pid)
 	return err == nil && start == p.Start && !zombie
 }
 

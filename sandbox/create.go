@@ -15,6 +15,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/network"
@@ -416,7 +417,7 @@ func (c *creation) launch(ctx context.Context) error {
 		return err
 	}
 	trace.Mark("bothy", "launcher reported")
-	start, _, err := procStart(pid)
+	start, _, err := proc.Start(pid)
 	if err != nil {
 		return fmt.Errorf("sandbox %s exited at once; see %s", c.id[:12], c.req.Log)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"golang.org/x/sys/unix"
@@ -67,7 +68,7 @@ func (m *Manager) startLauncher(ctx context.Context, sb *Sandbox, dir string, re
 	}
 	// Recorded before it may go ahead: while it lives the sandbox is
 	// creating, and rm -f kills it first.
-	start, _, err := procStart(cmd.Process.Pid)
+	start, _, err := proc.Start(cmd.Process.Pid)
 	if err == nil {
 		sb.LauncherPid, sb.LauncherStart = cmd.Process.Pid, start
 		err = writeState(dir, sb)

@@ -1,15 +1,14 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,39 +17,13 @@ func ownedByCaller(st os.FileInfo) bool {
 	return ok && int(sys.Uid) == os.Geteuid()
 }
 
-// procStart returns a process's start time (clock ticks after boot, field 22
-// of /proc/PID/stat) and whether it is a zombie. A pid plus its start time
-// names one process for good: pids are reused, start times are not.
-func procStart(pid int) (start uint64, zombie bool, err error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false, err
-	}
-	// The command name is in parentheses and may contain anything; fields
-	// resume after the last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 20 {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
-	}
-	state := fields[0]
-	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
-}
-
 // alive reports whether the process named by pid and start time still runs.
 // A zombie is dead: some hosts' init never reaps re-parented processes.
 func alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	got, zombie, err := procStart(pid)
+	got, zombie, err := proc.Start(pid)
 	return err == nil && got == start && !zombie
 }
 
@@ -85,7 +58,7 @@ func signalProcess(pid int, start uint64, sig unix.Signal) error {
 func waitGone(ctx context.Context, pid int, start uint64, timeout time.Duration) bool {
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		defer unix.Close(fd)
-		if got, _, err := procStart(pid); err == nil && got == start { // the pidfd names our process, not a successor
+		if got, _, err := proc.Start(pid); err == nil && got == start { // the pidfd names our process, not a successor
 			if !pollPidfd(ctx, fd, timeout) {
 				return false
 			}
@@ -147,7 +120,7 @@ func pollPidfd(ctx context.Context, pidfd int, timeout time.Duration) bool {
 // left behind. Pids are recycled: a pid alone could name another child,
 // whose status must not be stolen.
 func reapIfChild(pid int, start uint64) {
-	got, zombie, err := procStart(pid)
+	got, zombie, err := proc.Start(pid)
 	if err != nil || got != start || !zombie {
 		return
 	}

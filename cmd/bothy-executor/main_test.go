@@ -103,28 +103,9 @@ func startBin(t *testing.T, bin string, args ...string) *proc {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "run", "api.sock")
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	cmd := exec.Command(bin, append([]string{"--socket", sock, "--ready-fd", "3", "--log", filepath.Join(dir, "executor.log")}, args...)...)
-	cmd.ExtraFiles = []*os.File{w}
 	cmd.Env = append(os.Environ(), "BOTHY_API_KEY=k3y", "OUT="+filepath.Join(dir, "out"), asExecutorEnv+"=1")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	if _, err := ipc.Receive(r, &ipc.ExecutorReady{}); err != nil {
-		t.Fatalf("ready pipe: %v", err)
-	}
+	startReady(t, cmd)
 	e := &proc{cmd: cmd, socket: sock, dir: dir, c: client.New(sock, client.WithAPIKey("k3y"))}
 	t.Cleanup(func() { e.c.Close() })
 	return e
@@ -298,30 +279,11 @@ func TestInheritedSocketAndMainLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mainLog.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	// Each shell lists what its descriptors are.
 	const fds = `for f in /proc/$$/fd/*; do readlink $f; done`
 	cmd := exec.Command(os.Args[0], "--ready-fd", "3", "--listen-fd", "4", "--main-log-fd", "5", "--", "sh", "-c", "echo from-main; "+fds)
-	cmd.ExtraFiles = []*os.File{w, lnFile, mainLog}
 	cmd.Env = append(os.Environ(), "BOTHY_API_KEY=k3y", asExecutorEnv+"=1")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	if _, err := ipc.Receive(r, &ipc.ExecutorReady{}); err != nil {
-		t.Fatalf("ready pipe: %v", err)
-	}
+	startReady(t, cmd, lnFile, mainLog)
 	e := &proc{cmd: cmd, socket: sock, dir: dir, c: client.New(sock, client.WithAPIKey("k3y"))}
 	defer e.c.Close()
 	res, err := e.c.Run(ctx(t), api.RunRequest{Cmd: fds})
@@ -414,5 +376,31 @@ func TestPluginsFlag(t *testing.T) {
 	}
 	if code := e.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d", code)
+	}
+}
+
+// startReady starts the executor cmd with its ready pipe on fd 3 and extra
+// after it, kills it when the test ends, and waits for its ready message.
+func startReady(t *testing.T, cmd *exec.Cmd, extra ...*os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.ExtraFiles = append([]*os.File{w}, extra...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	if _, err := ipc.Receive(r, &ipc.ExecutorReady{}); err != nil {
+		t.Fatalf("ready pipe: %v", err)
 	}
 }

@@ -474,30 +474,40 @@ func (s *Session) Run(ctx context.Context, req RunRequest) (*Result, error) {
 			return r, nil
 		}
 		s.mu.Unlock()
-		if command != "" {
-			// Input must not reach bash's own reads of the command.
-			why, err := s.waitFor(ctx, c, phaseRunning, s.noChange(req), req.Timeout, start)
-			if err != nil {
-				return nil, err
-			}
-			if why != doneReached {
-				return s.result(c, req, command, why, isKey, key), nil
-			}
-			var in []byte
-			if isKey {
-				in = []byte{keyByte(key)}
-			} else {
-				in = append([]byte(strings.ReplaceAll(command, "\x00", "")), '\r')
-			}
-			if err := s.writeCtx(ctx, in); err != nil {
-				return nil, s.sessionErr(fmt.Errorf("send input: %w", err))
-			}
-		}
-		return s.finish(ctx, c, req, command, isKey, key, start)
+		return s.input(ctx, c, req, command, isKey, key, start)
 	}
 	s.mu.Unlock()
+	return s.startCommand(ctx, req, command, complete, isKey, key, start)
+}
 
-	// Nothing running: a new command, or a key at the prompt.
+// input sends command (text or a key; none for a poll) to the program that
+// c runs, and waits for what follows.
+func (s *Session) input(ctx context.Context, c *cmdState, req RunRequest, command string, isKey bool, key byte, start time.Time) (*Result, error) {
+	if command != "" {
+		// Input must not reach bash's own reads of the command.
+		why, err := s.waitFor(ctx, c, phaseRunning, s.noChange(req), req.Timeout, start)
+		if err != nil {
+			return nil, err
+		}
+		if why != doneReached {
+			return s.result(c, req, command, why, isKey, key), nil
+		}
+		var in []byte
+		if isKey {
+			in = []byte{keyByte(key)}
+		} else {
+			in = append([]byte(strings.ReplaceAll(command, "\x00", "")), '\r')
+		}
+		if err := s.writeCtx(ctx, in); err != nil {
+			return nil, s.sessionErr(fmt.Errorf("send input: %w", err))
+		}
+	}
+	return s.finish(ctx, c, req, command, isKey, key, start)
+}
+
+// startCommand runs command when nothing is running, or sends a key to the
+// prompt. complete says the command parsed as a whole (errexit applies).
+func (s *Session) startCommand(ctx context.Context, req RunRequest, command string, complete, isKey bool, key byte, start time.Time) (*Result, error) {
 	if isKey && key != 'c' && key != 'd' {
 		return noRunning(NoCommandToInteract), nil
 	}
@@ -509,7 +519,7 @@ func (s *Session) Run(ctx context.Context, req RunRequest) (*Result, error) {
 		return nil, fmt.Errorf("make nonce: %w", err)
 	}
 	s.mu.Lock()
-	c = &cmdState{tok: tok, out: s.idle, started: start, lastChange: start, echo: !isKey}
+	c := &cmdState{tok: tok, out: s.idle, started: start, lastChange: start, echo: !isKey}
 	s.idle = newCapBuf(s.opts.MaxBuffer)
 	s.cur = c
 	s.lastNonce = tok.nonce

@@ -16,7 +16,10 @@ import (
 
 const retEACCES = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
 
-// runProgramArgs is runProgram with every argument of the call.
+// runProgramArgs runs prog, as the kernel would, on the seccomp_data of
+// syscall nr with arguments args made by an arch caller. x/net/bpf's machine
+// loads words big-endian, so each 32-bit field is stored that way at the
+// offset where the kernel's (native) loads find it.
 func runProgramArgs(t *testing.T, prog []byte, arch, nr uint32, args [6]uint64) uint32 {
 	t.Helper()
 	raw := make([]bpf.RawInstruction, len(prog)/8)

@@ -35,38 +35,10 @@ func testProfile() *specs.LinuxSeccomp {
 	}
 }
 
-// runProgram runs prog, as the kernel would, on the seccomp_data of syscall
-// nr with first argument arg0 made by an arch caller. x/net/bpf's machine
-// loads words big-endian, so each 32-bit field is stored that way at the
-// offset where the kernel's (native) loads find it.
+// runProgram is runProgramArgs with first argument arg0 and the others 0.
 func runProgram(t *testing.T, prog []byte, arch, nr uint32, arg0 uint64) uint32 {
 	t.Helper()
-	raw := make([]bpf.RawInstruction, len(prog)/8)
-	if _, err := binary.Decode(prog, binary.NativeEndian, raw); err != nil {
-		t.Fatal(err)
-	}
-	insns := make([]bpf.Instruction, len(raw))
-	for i, r := range raw {
-		insns[i] = r.Disassemble()
-	}
-	vm, err := bpf.NewVM(insns)
-	if err != nil {
-		t.Fatalf("not a valid program: %v", err)
-	}
-	data := make([]byte, 64) // struct seccomp_data
-	binary.BigEndian.PutUint32(data[0:], nr)
-	binary.BigEndian.PutUint32(data[4:], arch)
-	lo, hi := 16, 20 // args[0]'s low and high words on a little-endian machine
-	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
-		lo, hi = 20, 16
-	}
-	binary.BigEndian.PutUint32(data[lo:], uint32(arg0))
-	binary.BigEndian.PutUint32(data[hi:], uint32(arg0>>32))
-	ret, err := vm.Run(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uint32(ret)
+	return runProgramArgs(t, prog, arch, nr, [6]uint64{arg0})
 }
 
 // receiveProgram reads the ipc.SeccompProgram frame of f, as the executor

@@ -1,0 +1,36 @@
+// Package proc names a process for good: a pid and its start time (clock
+// ticks after boot, field 22 of /proc/PID/stat). Pids are reused; the pair
+// is not. Package sandbox records its launchers and PID 1s this way, package
+// network its helpers.
+package proc
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Start returns a process's start time and whether it is a zombie.
+func Start(pid int) (start uint64, zombie bool, err error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false, err
+	}
+	// The command name is in parentheses and may contain anything; fields
+	// resume after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 20 {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	state := fields[0]
+	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
+}
