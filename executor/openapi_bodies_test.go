@@ -143,8 +143,12 @@ func TestOpenAPISchemas(t *testing.T) {
 	starting := &contractPlugin{name: "browser", actions: []string{api.ActionBrowse, api.ActionBrowseInteractive}, ready: make(chan struct{})}
 	jupyter := &contractPlugin{name: "jupyter", actions: []string{api.ActionRunIPython}}
 	vscode := &contractPlugin{name: "vscode", token: "vs-token"}
+	netInfo := filepath.Join(t.TempDir(), "network.json")
+	if err := os.WriteFile(netInfo, []byte(`{"mode":"bridge","driver":"bridge","address":"10.77.0.2/16","gateway":"10.77.0.1","ports":[{"host_ip":"127.0.0.1","host_port":20001,"container_port":8000,"protocol":"tcp"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c := contractServer(t, executor.Options{
-		APIKey: "contract-key", Cwd: dir, NoChangeTimeout: 5 * time.Second, MaxRequestBody: 64 << 10, MaxUpload: 64 << 10,
+		APIKey: "contract-key", Cwd: dir, NetworkInfo: netInfo, NoChangeTimeout: 5 * time.Second, MaxRequestBody: 64 << 10, MaxUpload: 64 << 10,
 		Plugins: []plugins.Plugin{starting, jupyter, vscode}, EagerPlugins: true,
 	}, rec)
 	exerciseInfo(t, c)

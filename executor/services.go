@@ -61,7 +61,7 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 	})
 	s.info = info.New(info.Options{
 		Version: Version, Reaper: r.Mode().String(), Activity: active,
-		Processes: s.procs, Plugins: s.plugins, Cgroup: o.Cgroup,
+		Processes: s.procs, Plugins: s.plugins, Cgroup: o.Cgroup, NetworkInfo: o.NetworkInfo,
 	})
 	return s, nil
 }
