@@ -60,6 +60,14 @@ class _Base:
     def image(self) -> str:
         return str(self.state.get("image", ""))
 
+    @property
+    def ports(self) -> List[Dict[str, Any]]:
+        """The published ports (``-p``) as ``bothy inspect`` shows them:
+        ``host_ip``, ``host_port``, ``container_port``, ``proto``; empty on
+        the networks ``none`` and ``host``."""
+        attachment = self.state.get("network_attachment") or {}
+        return [dict(p) for p in attachment.get("ports") or []]
+
     def _ref(self) -> str:
         return self.id or self.name
 
@@ -130,9 +138,11 @@ class Sandbox(_Base):
         mapping or "K=V" strings (``-e``). volumes: "HOST:CTR[:opts]" or
         "volume:NAME:CTR" strings, or a mapping of host path to
         "CTR[:opts]" (``-v``). memory: bytes or "512m" (``--memory``). cpus:
-        cores (``--cpus``). network: "none" or "host" (``--network``).
-        ports: "[HOSTADDR:]HOSTPORT:PORT" strings or a mapping of host port
-        to port (``-p``). workdir: ``--workdir``. args: more ``bothy run``
+        cores (``--cpus``). network: "none" (the default), "host", "bridge",
+        "bridge:NAME", "pasta" or "slirp4netns" (``--network``).
+        ports: "[HOSTADDR:][HOSTPORT:]PORT[/udp]" strings or a mapping of host
+        port (0: any free one) to port (``-p``, on an attached network; see
+        :attr:`ports`). workdir: ``--workdir``. args: more ``bothy run``
         flags. bothy: the CLI (default: ``bothy`` on PATH). root: ``--root``.
         timeout: seconds for the CLI (an image pull may take a while).
         The CLI's refusals are :class:`~bothy.CLIError` with its message.
