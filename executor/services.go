@@ -9,6 +9,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/openhands"
 	"github.com/bothy-sandbox/bothy/executor/plugin"
 	"github.com/bothy-sandbox/bothy/executor/processes"
+	"github.com/bothy-sandbox/bothy/executor/ptys"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/executor/sessions"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -20,6 +21,7 @@ import (
 type services struct {
 	info      *info.Service
 	procs     *processes.Service
+	ptys      *ptys.Service
 	sessions  *sessions.Service
 	files     *fileserver.Service
 	editor    *editorserver.Service
@@ -49,6 +51,10 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 		return s, err
 	}
 	s.plugins, s.procs = plugins, procs
+	s.ptys = ptys.New(ptys.Options{
+		Env: o.Env, Shell: o.Shell, MaxPtys: ptys.DefaultMaxPtys, MaxFinished: o.MaxFinished,
+		MaxRetained: o.MaxRetained, WaitDelay: o.WaitDelay, Reaper: r, Bodies: bodies, Log: o.Logger,
+	})
 	s.sessions = sessions.New(sessions.Options{
 		Cwd: o.Cwd, Env: o.Env, NoChangeTimeout: o.NoChangeTimeout, MaxSessions: o.MaxSessions,
 		Reaper: r, Bodies: bodies, Cgroup: o.Cgroup,
@@ -82,7 +88,7 @@ var (
 func (s services) routes() []Route {
 	var rts []Route
 	for _, list := range [][]Route{
-		s.info.Routes(), s.procs.Routes(), s.sessions.Routes(), s.files.Routes(), s.editor.Routes(),
+		s.info.Routes(), s.procs.Routes(), s.ptys.Routes(), s.sessions.Routes(), s.files.Routes(), s.editor.Routes(),
 		s.openhands.Routes(), s.plugins.Routes(),
 	} {
 		rts = append(rts, list...)
@@ -93,6 +99,7 @@ func (s services) routes() []Route {
 // shutdown makes the services that start processes refuse new ones.
 func (s services) shutdown() {
 	s.procs.Shutdown()
+	s.ptys.Shutdown()
 	s.sessions.Shutdown()
 }
 
@@ -100,5 +107,6 @@ func (s services) shutdown() {
 func (s services) close() {
 	s.plugins.Close()
 	s.procs.Close()
+	s.ptys.Close()
 	s.sessions.Close()
 }
