@@ -35,6 +35,8 @@ func termProg(t *testing.T, mode string) []string {
 	return []string{py, "-c", string(src), mode}
 }
 
+var errExitSeen = errors.New("exit event seen")
+
 // screen collects a terminal's output.
 type screen struct {
 	mu  sync.Mutex
@@ -147,12 +149,12 @@ func TestPtyREST(t *testing.T) {
 			_, err := ts.c.PtyOutput(ctx, id, 0, true, func(ev *api.Event) error {
 				if ev.Type == api.EventExit {
 					exit <- ev
-					return nil
+					return errExitSeen
 				}
 				scr.Write(ev.Bytes())
 				return nil
 			})
-			if err != nil {
+			if err != nil && err != errExitSeen {
 				t.Error(err)
 			}
 			close(exit)
@@ -335,7 +337,7 @@ func TestPtyErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, body = ts.raw(t, "GET", "/v1/ptys/"+st.ID+"/attach", "")
-	wantError(t, status, body, http.StatusUpgradeRequired, api.CodeBadRequest)
+	wantError(t, status, body, http.StatusBadRequest, api.CodeBadRequest)
 	status, body = ts.raw(t, "POST", "/v1/ptys/"+st.ID+"/resize", `{"rows":1,"cols":0}`)
 	wantError(t, status, body, http.StatusBadRequest, api.CodeBadRequest)
 	status, body = ts.raw(t, "POST", "/v1/ptys/"+st.ID+"/input", `{"data":"a","b64":"YQ=="}`)

@@ -295,7 +295,7 @@ func (s *Service) handleAttach(w http.ResponseWriter, r *http.Request) {
 	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), api.PtyUpgrade) {
 		w.Header().Set("Upgrade", api.PtyUpgrade)
 		w.Header().Set("Connection", "Upgrade")
-		httpapi.WriteError(w, http.StatusUpgradeRequired, api.CodeBadRequest,
+		httpapi.WriteError(w, http.StatusBadRequest, api.CodeBadRequest,
 			"attach needs Connection: Upgrade and Upgrade: "+api.PtyUpgrade)
 		return
 	}
