@@ -128,6 +128,9 @@ const keysScript = `echo "size $(stty size)"; echo ready; while IFS= read -r lin
 // winchScript reports resizes until interrupted.
 const winchScript = `trap 'echo "winch $(stty size)"' WINCH; echo "size $(stty size)"; echo ready; while :; do sleep 0.1; done`
 
+// stoppedScript prints "stopped" for each stopped sleep in the sandbox.
+const stoppedScript = `for p in /proc/[0-9]*; do s=$(cat $p/stat 2>/dev/null) || continue; case "$s" in *"(sleep) T"*) echo stopped;; esac; done`
+
 // TestExecTTY drives bothy exec -it from a terminal, as a user would: the
 // program sees the terminal's size and every resize, keys reach it as
 // typed (Ctrl-D is end of file, Ctrl-C interrupts it), its exit code is
@@ -167,6 +170,35 @@ func TestExecTTY(t *testing.T) {
 		}
 		if !h.cooked() {
 			t.Fatal("the terminal was left in raw mode")
+		}
+	})
+	t.Run("job control", func(t *testing.T) {
+		// An interactive shell: Ctrl-Z stops its foreground job, fg
+		// resumes it, Ctrl-C ends it, the shell lives on.
+		h := newHostTerm(t, 24, 80)
+		cmd := c.child("exec", "-it", "tbox", "--", "sh")
+		h.start(cmd)
+		h.waitFor("# ")
+		h.typ("sleep 1000\r")
+		c.in(t).waitSleeps("tbox", 1)
+		h.typ("\x1a")
+		h.waitFor("Stopped")
+		h.typ("fg\r")
+		// The shell gives the job the terminal, then SIGCONT: once it
+		// runs, it is in the foreground.
+		deadline := time.Now().Add(30 * time.Second)
+		for strings.Contains(c.in(t).ok("exec", "tbox", "--", "sh", "-c", stoppedScript), "stopped") {
+			if time.Now().After(deadline) {
+				t.Fatalf("fg did not resume the job: %q", h.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		h.typ("\x03")
+		h.typ("echo rc=$?\r")
+		h.waitFor("rc=130")
+		h.typ("exit 3\r")
+		if code := waitCode(t, cmd); code != 3 {
+			t.Fatalf("exit code %d, want 3; terminal: %q", code, h.String())
 		}
 	})
 	t.Run("SIGTERM restores the terminal", func(t *testing.T) {
