@@ -292,14 +292,17 @@ func TestPtyShellJobControl(t *testing.T) {
 	}
 }
 
-// TestPtyKillOnClose: a client attached with kill_on_close that goes away
-// leaves nothing running.
+// TestPtyKillOnClose: a terminal's program counts as running in /v1/info; a
+// client attached with kill_on_close that goes away leaves nothing running.
 func TestPtyKillOnClose(t *testing.T) {
 	ts := newServer(t, executor.Options{})
 	ctx := testCtx(t)
 	st, err := ts.c.CreatePty(ctx, api.PtyRequest{Argv: []string{"sleep", "1000"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if info, err := ts.c.Info(ctx); err != nil || info.Processes != 1 {
+		t.Fatalf("info while the terminal's program runs: %+v %v", info, err)
 	}
 	conn, err := ts.c.AttachPty(ctx, st.ID, client.AttachOptions{KillOnClose: true})
 	if err != nil {

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/editorserver"
 	"github.com/bothy-sandbox/bothy/executor/fileserver"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
@@ -67,7 +68,7 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 	})
 	s.info = info.New(info.Options{
 		Version: Version, Reaper: r.Mode().String(), Activity: active,
-		Processes: s.procs, Plugins: s.plugins, Cgroup: o.Cgroup,
+		Processes: running{s.procs, s.ptys}, Plugins: s.plugins, Cgroup: o.Cgroup,
 	})
 	return s, nil
 }
@@ -79,9 +80,19 @@ var (
 	_ openhands.Editor    = (*editorserver.Service)(nil)
 	_ openhands.Downloads = (*fileserver.Service)(nil)
 	_ openhands.Plugins   = (*plugin.Host)(nil)
-	_ info.Processes      = (*processes.Service)(nil)
+	_ info.Processes      = running{}
 	_ info.Plugins        = (*plugin.Host)(nil)
 )
+
+// running reports to the info service the processes started through the
+// API and the programs on terminals.
+type running struct {
+	procs *processes.Service
+	ptys  *ptys.Service
+}
+
+func (r running) Running() int        { return r.procs.Running() + r.ptys.Running() }
+func (r running) Main() *api.MainInfo { return r.procs.Main() }
 
 // routes is the route table: /alive first (info), the native API, the
 // OpenHands dialect, the plugins.

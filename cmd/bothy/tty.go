@@ -105,6 +105,7 @@ func terminalCommand(cmd *cobra.Command, sb *sandbox.Sandbox, r ttyRequest) (int
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
+	sigs <- syscall.SIGWINCH // a resize since the size was read
 	var endedBy atomic.Int32 // the exit code when bothy ended the session
 	done := make(chan struct{})
 	defer close(done)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
@@ -62,6 +63,27 @@ func FuzzReadFrame(f *testing.F) {
 					t.Fatalf("resize %x: %v", p, err)
 				}
 			}
+		}
+	})
+}
+
+// FuzzPtyRequest: a terminal request body that validates has a size the
+// kernel takes and no contradiction.
+func FuzzPtyRequest(f *testing.F) {
+	for _, s := range []string{`{}`, `{"argv":["vim"],"rows":40,"cols":120}`, `{"cmd":"top","rows":-1}`,
+		`{"argv":[""]}`, `{"argv":["a"],"cmd":"b"}`, `{"rows":65536,"cols":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r PtyRequest
+		if json.Unmarshal(b, &r) != nil || r.Validate() != nil {
+			return
+		}
+		if r.Rows < 1 || r.Rows > PtyMaxSize || r.Cols < 1 || r.Cols > PtyMaxSize {
+			t.Fatalf("validated size %dx%d", r.Rows, r.Cols)
+		}
+		if len(r.Argv) > 0 && (r.Cmd != "" || r.Argv[0] == "") {
+			t.Fatalf("validated %+v", r)
 		}
 	})
 }
