@@ -115,7 +115,10 @@ func terminalCommand(cmd *cobra.Command, sb *sandbox.Sandbox, r ttyRequest) (int
 			case sig := <-sigs:
 				switch sig {
 				case syscall.SIGWINCH:
-					if cols, rows, err := term.GetSize(sizeFd); sizeFd >= 0 && err == nil && rows > 0 && cols > 0 {
+					if sizeFd < 0 {
+						continue
+					}
+					if cols, rows, err := term.GetSize(sizeFd); err == nil && rows > 0 && cols > 0 {
 						conn.Resize(rows, cols)
 					}
 				case syscall.SIGTERM, syscall.SIGHUP:

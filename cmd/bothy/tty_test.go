@@ -222,6 +222,13 @@ func TestExecTTY(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "not a TTY") {
 			t.Fatalf("exec -it without a terminal: exit %d %q", code, errOut)
 		}
+		// -t alone: a terminal in the sandbox, the keyboard not forwarded.
+		if out, _, code := c.run("", "exec", "-t", "tbox", "--", "sh", "-c", "stty size; tty; exit 4"); !strings.Contains(out, "24 80\r\n/dev/pts/") || code != 4 {
+			t.Fatalf("exec -t without a terminal: %q %d", out, code)
+		}
+		if _, errOut, code := c.run("", "run", "-d", "-t"); code == 0 || !strings.Contains(errOut, "exec -it") {
+			t.Fatalf("run -d -t: exit %d %q", code, errOut)
+		}
 		// -i alone pipes stdin as before.
 		if out, _, code := c.run("ping\n", "exec", "-i", "tbox", "--", "cat"); out != "ping\n" || code != 0 {
 			t.Fatalf("exec -i cat: %q %d", out, code)
