@@ -194,6 +194,7 @@ func TestExecTTY(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		h.typ("\x03")
+		c.in(t).waitNoSleep("tbox") // typed before, the next line could be flushed with the interrupt
 		h.typ("echo rc=$?\r")
 		h.waitFor("rc=130")
 		h.typ("exit 3\r")
