@@ -33,6 +33,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		detach  bool
 		rm      bool
 		stdin   bool
+		tty     bool
 		timeout float64
 		volumes func() error
 	)
@@ -71,6 +72,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			// This process is short-lived: let the kernel's cgroup
 			// grace period start now rather than on the critical path.
 			m.WarmCgroups()
+			if detach && tty {
+				return fmt.Errorf("-t needs the command in the foreground: drop -d, or start the sandbox with -d and use bothy exec -it")
+			}
 			if detach {
 				opts.Cmd = argv
 				opts.AutoRemove = rm
@@ -82,8 +86,12 @@ func newRunCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
 			}
-			if len(argv) == 0 {
-				return fmt.Errorf("nothing to run: give a command after --, or -d to start the sandbox in the background")
+			if tty {
+				if err := checkTTY(cmd, stdin); err != nil {
+					return err
+				}
+			} else if len(argv) == 0 {
+				return fmt.Errorf("nothing to run: give a command after --, -it for a shell, or -d to start the sandbox in the background")
 			}
 			// While we wait, the sandbox's PID 1 is re-parented to us when
 			// the launcher exits, so we reap it instead of leaving a zombie.
@@ -93,7 +101,13 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			warnIgnoredLimits(cmd, sb)
-			code, runErr := streamCommand(cmd, sb, argv, stdin, timeout)
+			var code int
+			var runErr error
+			if tty {
+				code, runErr = terminalCommand(cmd, sb, ttyRequest{argv: argv, timeout: timeout, interactive: stdin})
+			} else {
+				code, runErr = streamCommand(cmd, sb, argv, stdin, timeout)
+			}
 			ctx := cmd.Context()
 			if ctx.Err() != nil {
 				ctx = context.WithoutCancel(ctx)
@@ -125,6 +139,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
+	ttyFlag(f, &tty)
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
 	return cmd
@@ -133,6 +148,7 @@ func newRunCmd(g *globals) *cobra.Command {
 func newExecCmd(g *globals) *cobra.Command {
 	var (
 		stdin   bool
+		tty     bool
 		env     []string
 		workdir string
 		timeout float64
@@ -155,7 +171,12 @@ func newExecCmd(g *globals) *cobra.Command {
 			if sb.Status != sandbox.StatusRunning {
 				return fmt.Errorf("sandbox %s is %s: start a new one with bothy run", sb.ShortID(), sb.Status)
 			}
-			code, err := streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir)
+			var code int
+			if tty {
+				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, timeout: timeout, interactive: stdin})
+			} else {
+				code, err = streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir)
+			}
 			if err != nil {
 				return err
 			}
@@ -167,6 +188,7 @@ func newExecCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	commandFlags(f, &stdin, &env, &workdir, &timeout)
+	ttyFlag(f, &tty)
 	deprecatedAPIKey(f)
 	return cmd
 }
