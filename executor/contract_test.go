@@ -9,6 +9,7 @@ package executor_test
 // a server, the recorder of exchanges, and an ordered JSON tree.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -291,6 +292,13 @@ func (w *recordingWriter) Write(b []byte) (int, error) {
 }
 
 func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack takes the connection over for an upgrade (/v1/ports), whose
+// handler writes its 101 on the connection itself.
+func (w *recordingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.status = http.StatusSwitchingProtocols
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
 
 // An ordered JSON tree: objects keep their keys in the order the server
 // wrote them, so that golden files pin the order too. Values are

@@ -32,10 +32,39 @@ type proxy struct {
 
 	mu         sync.Mutex
 	transports map[string]*http.Transport
+	records    map[string]record
+}
+
+// record is a sandbox's state as read at one time: reading it from disk
+// costs more than the rest of a proxied request, so it is read again after
+// recordTTL (the socket identity and keys in it never change).
+type record struct {
+	sb   *sandbox.Sandbox
+	read time.Time
+}
+
+const recordTTL = time.Second
+
+// get reads the sandbox id, from the cache when it is fresh.
+func (p *proxy) get(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+	p.mu.Lock()
+	r, ok := p.records[id]
+	p.mu.Unlock()
+	if ok && time.Since(r.read) < recordTTL {
+		return r.sb, nil
+	}
+	sb, err := p.m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.records[id] = record{sb: sb, read: time.Now()}
+	p.mu.Unlock()
+	return sb, nil
 }
 
 func newProxy(m Manager, log *slog.Logger) *proxy {
-	return &proxy{m: m, log: log, transports: map[string]*http.Transport{}}
+	return &proxy{m: m, log: log, transports: map[string]*http.Transport{}, records: map[string]record{}}
 }
 
 func (p *proxy) close() {
@@ -50,6 +79,7 @@ func (p *proxy) close() {
 func (p *proxy) forget(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.records, id)
 	for k, t := range p.transports {
 		if strings.HasPrefix(k, id+"/") {
 			t.CloseIdleConnections()
@@ -126,7 +156,7 @@ func sessionKey(r *http.Request) (key string, fromQuery bool) {
 
 func (p *proxy) serve(w http.ResponseWriter, r *http.Request, id, rest string, o Options) {
 	ctx := r.Context()
-	sb, err := p.m.Get(ctx, id)
+	sb, err := p.get(ctx, id)
 	if err != nil || sb.ID != id || sb.Labels[LabelSession] == "" {
 		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			writeError(w, http.StatusInternalServerError, err.Error())
@@ -137,6 +167,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, id, rest string, o
 		return
 	}
 	if sb.Status != sandbox.StatusRunning {
+		p.forget(id)
 		writeError(w, http.StatusNotFound, "runtime "+id+" is "+string(sb.Status))
 		return
 	}

@@ -332,9 +332,8 @@ func (s *Server) createOptions(req *StartRequest) (sandbox.CreateOptions, error)
 	if opts.Workdir != "" && !strings.HasPrefix(opts.Workdir, "/") {
 		return opts, fmt.Errorf("working directory %q must be absolute", opts.Workdir)
 	}
-	opts.Workdir = strings.TrimSuffix(opts.Workdir, "/")
-	if opts.Workdir == "" && strings.HasPrefix(req.Command.flag("working-dir"), "/") {
-		opts.Workdir = "/"
+	if len(opts.Workdir) > 1 {
+		opts.Workdir = strings.TrimSuffix(opts.Workdir, "/")
 	}
 	return opts, nil
 }

@@ -37,6 +37,8 @@ func debianCLI(t *testing.T) *cli {
 	}
 	c := newCLI(t)
 	t.Setenv("BOTHY_DEFAULT_IMAGE", img)
+	// Import it now: a /start should not wait for it.
+	c.ok("run", "--rm", "--", "true")
 	return c
 }
 
@@ -114,7 +116,7 @@ type oh struct {
 }
 
 func newOH(t *testing.T, base, key string) *oh {
-	return &oh{t: t, api: "http://" + base, headers: http.Header{"X-Api-Key": {key}}, hc: &http.Client{Timeout: 60 * time.Second}}
+	return &oh{t: t, api: "http://" + base, headers: http.Header{"X-Api-Key": {key}}, hc: &http.Client{Timeout: 3 * time.Minute}}
 }
 
 // do sends a request and returns the status and the body, decoded into out
@@ -228,14 +230,13 @@ func TestServeRemoteRuntime(t *testing.T) {
 		t.Errorf("GET /image_exists of a missing image: %d %+v", code, exists)
 	}
 
-	// _start_runtime, then _wait_until_alive (the default image imported
-	// first, so that the figure is a start's).
-	c.ok("run", "--rm", "--", "true")
+	// _start_runtime, then _wait_until_alive (the default image was
+	// imported by debianCLI, so that the figure is a start's).
 	start := time.Now()
 	var rt serve.Runtime
 	code := o.do("POST", o.api+"/start", map[string]any{
 		"image": "", "command": v0Command, "working_dir": "/openhands/code/",
-		"environment": map[string]string{"DEBUG": "true", "TASK": "42"}, "session_id": sid, "resource_factor": 1,
+		"environment": map[string]string{"DEBUG": "true", "TASK": "42", "NO_CHANGE_TIMEOUT_SECONDS": "1"}, "session_id": sid, "resource_factor": 1,
 	}, &rt)
 	if code != 201 || rt.RuntimeID == "" || rt.SessionAPIKey == "" || !strings.HasSuffix(rt.URL, "/"+rt.RuntimeID) {
 		t.Fatalf("POST /start: %d %+v\n%s", code, rt, srv.log)
@@ -254,6 +255,20 @@ func TestServeRemoteRuntime(t *testing.T) {
 	if out, code := o.run(&rt, "echo $TASK; pwd"); code != 200 || out != "42\n/workspace" {
 		t.Errorf("run through the runtime URL: %d %q", code, out)
 	}
+	// NO_CHANGE_TIMEOUT_SECONDS in the environment: a silent command
+	// answers after 1 s, as OpenHands' server does.
+	var obs struct {
+		Extras struct {
+			Metadata struct {
+				Suffix string `json:"suffix"`
+			} `json:"metadata"`
+		} `json:"extras"`
+	}
+	o.do("POST", rt.URL+"/execute_action", map[string]any{"action": map[string]any{"action": "run", "args": map[string]any{"command": "sleep 30"}}}, &obs)
+	if !strings.Contains(obs.Extras.Metadata.Suffix, "no new output after 1 seconds") {
+		t.Errorf("no-change timeout from NO_CHANGE_TIMEOUT_SECONDS=1: suffix %q", obs.Extras.Metadata.Suffix)
+	}
+	o.do("POST", rt.URL+"/execute_action", map[string]any{"action": map[string]any{"action": "run", "args": map[string]any{"command": "C-c", "is_input": true}}}, nil)
 	// Memory limit from resource_factor 1 × --memory-per-factor 512m.
 	if out, _ := o.run(&rt, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max"); out != "536870912" {
 		t.Errorf("memory limit of resource_factor 1: %q, want 536870912", out)
@@ -528,7 +543,10 @@ func (j *cookieJar) Cookies(u *url.URL) []*http.Cookie {
 // nothing listens on closes the connection and says why on stderr.
 func TestPortForward(t *testing.T) {
 	c := debianCLI(t)
-	id := strings.TrimSpace(c.ok("run", "-d", "--name", "fwd", "--network", "none"))
+	id := strings.TrimSpace(c.ok("run", "-d", "--name", "fwd", "--network", "none", "--no-change-timeout", "7"))
+	if out := c.ok("inspect", "fwd"); !strings.Contains(out, "NO_CHANGE_TIMEOUT_SECONDS=7") {
+		t.Errorf("bothy run --no-change-timeout 7 did not set NO_CHANGE_TIMEOUT_SECONDS: %s", out)
+	}
 	c.ok("exec", "-e", "AGENT_PY="+agentServer, "fwd", "--", "sh", "-c", `(python3 -c "$AGENT_PY" 8000 >/dev/null 2>&1 &); `+
 		`for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8000))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1`)
 	for _, tc := range []struct{ port, want string }{{"8000", `"port": 8000`}, {"8001", ""}} {

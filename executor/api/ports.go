@@ -10,4 +10,7 @@ const (
 	// CodeBadGateway: the port does not accept connections (nothing listens
 	// on it, or it refused); answered 502 before any upgrade.
 	CodeBadGateway = "bad_gateway"
+	// CodeUpgradeRequired: a forwarding request without the upgrade
+	// headers; answered 426.
+	CodeUpgradeRequired = "upgrade_required"
 )

@@ -120,13 +120,8 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	if !wantsUpgrade(r) {
 		w.Header().Set("Upgrade", api.UpgradeTCP)
-		httpapi.WriteError(w, http.StatusUpgradeRequired, api.CodeBadRequest,
+		httpapi.WriteError(w, http.StatusUpgradeRequired, api.CodeUpgradeRequired,
 			"forwarding needs \"Connection: Upgrade\" and \"Upgrade: tcp\"")
-		return
-	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		httpapi.WriteError(w, http.StatusInternalServerError, api.CodeInternal, "connection cannot be taken over")
 		return
 	}
 	up, err := s.dialLoopback(r.Context(), port)
@@ -134,7 +129,7 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusBadGateway, api.CodeBadGateway, err.Error())
 		return
 	}
-	conn, brw, err := hj.Hijack()
+	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.Close()
 		return
