@@ -133,7 +133,8 @@ func TestStartMapping(t *testing.T) {
 	// The SDK's agent server: a shell string, its --port reached.
 	code = call(t, ts, "POST", "/start", "key", `{"image":"agent:1","command":"/usr/local/bin/openhands-agent-server --port 8123","working_dir":"/","session_id":"agent-server-x y"}`, &rt)
 	o = f.created[1]
-	if code != 201 || !slices.Equal(o.Cmd, []string{"/bin/sh", "-c", "/usr/local/bin/openhands-agent-server --port 8123"}) || o.Labels[LabelPort] != "8123" || o.Name != "" || o.Workdir != "/" || o.Limits.Memory != 1<<30 {
+	if code != 201 || !slices.Equal(o.Cmd, []string{"/bin/sh", "-c", "/usr/local/bin/openhands-agent-server --port 8123"}) || o.Labels[LabelPort] != "8123" || o.Name != "" || o.Workdir != "/" || o.Limits.Memory != 1<<30 ||
+		len(o.APIKey) != 64 || !slices.Contains(o.Env, "OH_SESSION_API_KEYS_0="+o.APIKey) {
 		t.Errorf("agent start: %d %+v", code, o)
 	}
 	// The same session again: the same runtime, nothing created.

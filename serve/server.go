@@ -2,8 +2,10 @@ package serve
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -328,6 +330,10 @@ func (s *Server) createOptions(req *StartRequest) (sandbox.CreateOptions, error)
 		opts.Cmd = req.Command.argv()
 		opts.Workdir = req.WorkingDir
 		opts.Labels[LabelPort] = strconv.Itoa(port)
+		// The agent server checks the session key itself: the sandbox's
+		// executor key, made here, under both names it reads.
+		opts.APIKey = newKey()
+		opts.Env = append(opts.Env, "OH_SESSION_API_KEYS_0="+opts.APIKey, "SESSION_API_KEY="+opts.APIKey)
 	}
 	if opts.Workdir != "" && !strings.HasPrefix(opts.Workdir, "/") {
 		return opts, fmt.Errorf("working directory %q must be absolute", opts.Workdir)
@@ -336,6 +342,15 @@ func (s *Server) createOptions(req *StartRequest) (sandbox.CreateOptions, error)
 		opts.Workdir = strings.TrimSuffix(opts.Workdir, "/")
 	}
 	return opts, nil
+}
+
+// newKey returns 32 random bytes in hex, as bothy's own session keys.
+func newKey() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
 }
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)

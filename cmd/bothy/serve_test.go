@@ -345,6 +345,28 @@ func TestServeRemoteRuntime(t *testing.T) {
 	proxied, direct := measureProxy(t, c, o, &rt)
 	t.Logf("GET /alive median: proxied through bothy serve %v, on the socket directly %v", proxied, direct)
 
+	// /start to /alive against `bothy run -d` (the CLI, a process, with
+	// the same limits) until it returns, interleaved: the figure's context.
+	var viaServe, viaRun []time.Duration
+	for i := range 3 {
+		s := time.Now()
+		var b serve.Runtime
+		if code := o.do("POST", o.api+"/start", map[string]any{"command": v0Command, "session_id": fmt.Sprintf("bench-%d", i), "resource_factor": 1}, &b); code != 201 {
+			t.Fatalf("POST /start: %d", code)
+		}
+		if code := o.do("GET", b.URL+"/alive", nil, nil); code != 200 {
+			t.Fatalf("GET /alive: %d", code)
+		}
+		viaServe = append(viaServe, time.Since(s))
+		s = time.Now()
+		if out, err := c.child("run", "-d", "--memory", "512m", "--cpus", "1").CombinedOutput(); err != nil {
+			t.Fatalf("bothy run -d: %v %s", err, out)
+		}
+		viaRun = append(viaRun, time.Since(s))
+		o.do("POST", o.api+"/stop", map[string]string{"runtime_id": b.RuntimeID}, nil)
+	}
+	t.Logf("/start to /alive: %v; bothy run -d, interleaved: %v", viaServe, viaRun)
+
 	// close(): /stop removes the runtime; its URL is gone.
 	if code := o.do("POST", o.api+"/stop", map[string]string{"runtime_id": rt.RuntimeID}, nil); code != 200 {
 		t.Fatalf("POST /stop: %d", code)
@@ -420,10 +442,10 @@ func measureProxy(t *testing.T, c *cli, o *oh, rt *serve.Runtime) (proxied, dire
 // apps): an HTTP server on 127.0.0.1 at each port given, answering /health
 // and, elsewhere, the request's path and headers as JSON.
 const agentServer = `
-import http.server, json, sys, threading
+import http.server, json, os, sys, threading
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = b"ok" if self.path == "/health" else json.dumps({"port": self.server.server_port, "path": self.path, "headers": dict(self.headers)}).encode()
+        body = b"ok" if self.path == "/health" else json.dumps({"port": self.server.server_port, "path": self.path, "headers": dict(self.headers), "key": os.environ.get("OH_SESSION_API_KEYS_0")}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -481,6 +503,7 @@ func TestServeAgentServer(t *testing.T) {
 		Port    int               `json:"port"`
 		Path    string            `json:"path"`
 		Headers map[string]string `json:"headers"`
+		Key     string            `json:"key"`
 	}
 	if code := o.do("GET", rt.URL+"/api/conversations", nil, nil); code != 401 {
 		t.Errorf("agent server without the session key: %d, want 401", code)
@@ -488,6 +511,9 @@ func TestServeAgentServer(t *testing.T) {
 	o.headers.Set("X-Session-API-Key", rt.SessionAPIKey)
 	if code := o.do("GET", rt.URL+"/api/conversations?x=1", nil, &echo); code != 200 || echo.Port != 60000 || echo.Path != "/api/conversations?x=1" {
 		t.Fatalf("agent server through the URL: %d %+v", code, echo)
+	}
+	if echo.Key != rt.SessionAPIKey {
+		t.Errorf("the agent server's OH_SESSION_API_KEYS_0 is %q, not the session key", echo.Key)
 	}
 	if echo.Headers[http.CanonicalHeaderKey("X-Session-API-Key")] != rt.SessionAPIKey {
 		t.Errorf("the session key did not reach the agent server: %v", echo.Headers)
