@@ -142,6 +142,12 @@ func TestStartMapping(t *testing.T) {
 	if code := call(t, ts, "POST", "/start", "key", `{"session_id":"s1"}`, &again); code != 200 || len(f.created) != 2 {
 		t.Errorf("second /start of a session: %d, %d created", code, len(f.created))
 	}
+	// A sandbox of the user's own named like the session: the runtime
+	// gets no name.
+	f.sbs["ffffffffffffffffffffffffffffffff"] = &sandbox.Sandbox{ID: "ffffffffffffffffffffffffffffffff", Name: "mine", Status: sandbox.StatusRunning}
+	if code := call(t, ts, "POST", "/start", "key", `{"session_id":"mine"}`, &again); code != 201 || f.created[len(f.created)-1].Name != "" || again.SessionID != "mine" {
+		t.Errorf("/start of a session named like another sandbox: %d %+v", code, again)
+	}
 	for _, body := range []string{`{}`, `{"session_id":"a/b"}`, `{"session_id":"x","resource_factor":-1}`, `{"session_id":"x","environment":{"A=B":"1"}}`,
 		`{"session_id":"x","command":"srv --port 0"}`, `{"session_id":"x","command":["srv"],"working_dir":"rel"}`, `not json`} {
 		if code := call(t, ts, "POST", "/start", "key", body, nil); code != 400 {

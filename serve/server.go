@@ -277,11 +277,18 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.opts.Manager.Create(context.WithoutCancel(ctx), opts)
 	if errors.Is(err, sandbox.ErrNameInUse) {
 		// Another /start of the session won the name: answer its runtime.
-		if sb, err = s.bySession(ctx, req.SessionID); err == nil && sb != nil {
-			writeJSON(w, http.StatusOK, s.runtime(r, sb))
+		// A sandbox of bothy's own with that name: start without a name.
+		existing, lerr := s.bySession(ctx, req.SessionID)
+		switch {
+		case lerr != nil:
+			err = lerr
+		case existing != nil:
+			writeJSON(w, http.StatusOK, s.runtime(r, existing))
 			return
+		default:
+			opts.Name = ""
+			sb, err = s.opts.Manager.Create(context.WithoutCancel(ctx), opts)
 		}
-		err = fmt.Errorf("session %s: %w", req.SessionID, sandbox.ErrNameInUse)
 	}
 	if err != nil {
 		status := http.StatusInternalServerError
