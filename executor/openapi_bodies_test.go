@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -158,6 +159,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	exerciseSessions(t, c, dir)
 	exerciseFiles(t, c, dir)
 	exerciseOpenHands(t, c, dir)
+	exercisePorts(t, c)
 
 	// A second executor without key or plugins, then shut down.
 	dir2 := t.TempDir()
@@ -561,4 +563,29 @@ func exercisePtys(t *testing.T, c *contractConn, dir string) {
 	id = jsonField(t, rep.body, "id")
 	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/signal", `{"signal":"SIGTERM"}`)
 	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/wait", "")
+}
+
+func exercisePorts(t *testing.T, c *contractConn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			conn.Write([]byte("hi"))
+			conn.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	up := []string{"Connection", "Upgrade", "Upgrade", "tcp"}
+	if rep := c.expect(t, 101, "GET", "/v1/ports/"+port+"/connect", "", up...); string(rep.body) != "hi" {
+		t.Errorf("forwarded bytes: %q", rep.body)
+	}
+	c.expect(t, 426, "GET", "/v1/ports/"+port+"/connect", "")
+	c.expect(t, 400, "GET", "/v1/ports/0/connect", "", up...)
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	cport := strconv.Itoa(closed.Addr().(*net.TCPAddr).Port)
+	closed.Close()
+	c.expect(t, 502, "GET", "/v1/ports/"+cport+"/connect", "", up...)
 }

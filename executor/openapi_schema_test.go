@@ -477,6 +477,7 @@ var errorStatus = map[string]int{
 	api.CodeBadRequest: 400, api.CodeStartFailed: 400, api.CodeToolError: 400, api.CodeForbidden: 403,
 	api.CodeNotFound: 404, api.CodeMethodNotAllowed: 405, api.CodeConflict: 409, api.CodeTooLarge: 413,
 	api.CodeInternal: 500, api.CodeUnsupported: 501, api.CodeUnavailable: 503,
+	api.CodeUpgradeRequired: 426, api.CodeBadGateway: 502,
 }
 
 const errorResponseRef = "#/components/responses/Error"

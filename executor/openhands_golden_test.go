@@ -153,6 +153,17 @@ func goldenCases(t *testing.T) []goldenCase {
 		{name: "run_hidden", steps: []goldenStep{
 			act("run", `{"command":"echo secret","hidden":true}`),
 		}},
+		// OpenHands truncates a long output in the middle (30000
+		// characters), except for its hidden commands.
+		{name: "run_hidden_long", steps: []goldenStep{
+			act("run", `{"command":"head -c 30500 /dev/zero | tr '\\0' a; echo","hidden":true}`),
+			act("run", `{"command":"head -c 30500 /dev/zero | tr '\\0' a; echo"}`),
+		}},
+		// An output taller than OpenHands' tmux history keeps its last
+		// rows, said in the prefix (then the middle truncation).
+		{name: "run_long_output", steps: []goldenStep{
+			act("run", `{"command":"seq 1 50000"}`),
+		}},
 		{name: "run_static", setup: func(t *testing.T, dir string) { writeFiles(t, dir, "sub/x", "") }, steps: []goldenStep{
 			act("run", `{"command":"pwd","is_static":true,"cwd":"$WORKDIR/sub"}`),
 		}},

@@ -1,10 +1,14 @@
 package executor
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -155,4 +159,26 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
+}
+
+// NoChangeTimeoutEnv is api.NoChangeTimeoutEnv.
+const NoChangeTimeoutEnv = api.NoChangeTimeoutEnv
+
+// NoChangeTimeoutFromEnv reads NoChangeTimeoutEnv from env (KEY=VALUE
+// entries, the last one winning); ok is false when it is not set.
+func NoChangeTimeoutFromEnv(env []string) (d time.Duration, ok bool, err error) {
+	val := ""
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, NoChangeTimeoutEnv+"="); found {
+			val, ok = v, true
+		}
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(val))
+	if err != nil || n < 1 || n > 1e6 {
+		return 0, true, fmt.Errorf("%s=%q: want a whole number of seconds from 1 to 1000000", NoChangeTimeoutEnv, val)
+	}
+	return time.Duration(n) * time.Second, true, nil
 }

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/info"
@@ -184,7 +182,7 @@ func (a *activity) LastActive() time.Time { return time.Unix(0, a.last.Load()) }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Each connection costs memory (buffers, a goroutine, its headers):
 	// their number and their headers are capped, and idle ones closed.
-	ln = netutil.LimitListener(ln, s.opts.MaxConns)
+	ln = newLimitListener(ln, s.opts.MaxConns)
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -223,5 +221,65 @@ func (s *Server) Close() error {
 			s.reaper.Close()
 		}
 	})
+	return nil
+}
+
+// limitListener is netutil.LimitListener whose connections keep their
+// half-closes (CloseWrite, CloseRead): a forwarded port (/v1/ports) passes
+// a client's half-close on.
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newLimitListener(ln net.Listener, n int) net.Listener {
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+// Close closes the listener, and ends an Accept waiting for a free slot.
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.sem })}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+func (c *limitConn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
 	return nil
 }

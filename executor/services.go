@@ -9,6 +9,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/openhands"
 	"github.com/bothy-sandbox/bothy/executor/plugin"
+	"github.com/bothy-sandbox/bothy/executor/ports"
 	"github.com/bothy-sandbox/bothy/executor/processes"
 	"github.com/bothy-sandbox/bothy/executor/ptys"
 	"github.com/bothy-sandbox/bothy/executor/reap"
@@ -27,6 +28,7 @@ type services struct {
 	files     *fileserver.Service
 	editor    *editorserver.Service
 	openhands *openhands.Service
+	ports     *ports.Service
 	plugins   *plugin.Host
 }
 
@@ -66,6 +68,7 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 		Cwd: o.Cwd, MaxUpload: o.MaxUpload, Bodies: bodies, Log: o.Logger,
 		Sessions: s.sessions, Editor: s.editor, Downloads: s.files, Plugins: s.plugins,
 	})
+	s.ports = ports.New(ports.Options{})
 	s.info = info.New(info.Options{
 		Version: Version, Reaper: r.Mode().String(), Activity: active,
 		Processes: running{s.procs, s.ptys}, Plugins: s.plugins, Cgroup: o.Cgroup, NetworkInfo: o.NetworkInfo,
@@ -100,7 +103,7 @@ func (s services) routes() []Route {
 	var rts []Route
 	for _, list := range [][]Route{
 		s.info.Routes(), s.procs.Routes(), s.ptys.Routes(), s.sessions.Routes(), s.files.Routes(), s.editor.Routes(),
-		s.openhands.Routes(), s.plugins.Routes(),
+		s.ports.Routes(), s.openhands.Routes(), s.plugins.Routes(),
 	} {
 		rts = append(rts, list...)
 	}
@@ -117,6 +120,7 @@ func (s services) shutdown() {
 // close stops the plugins and kills every process the services started.
 func (s services) close() {
 	s.plugins.Close()
+	s.ports.Close()
 	s.procs.Close()
 	s.ptys.Close()
 	s.sessions.Close()

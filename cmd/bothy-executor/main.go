@@ -77,6 +77,16 @@ func run(args []string) (int, error) {
 		}
 	}
 
+	// OpenHands' NO_CHANGE_TIMEOUT_SECONDS in the sandbox's environment
+	// sets the default; the flag, when given, wins.
+	noChangeSet := false
+	fs.Visit(func(f *flag.Flag) { noChangeSet = noChangeSet || f.Name == "no-change-timeout" })
+	if d, ok, err := executor.NoChangeTimeoutFromEnv(os.Environ()); err != nil {
+		return 2, err
+	} else if ok && !noChangeSet {
+		*noChange = d
+	}
+
 	key := *apiKey
 	if key == "" {
 		key = os.Getenv(executor.APIKeyEnv)

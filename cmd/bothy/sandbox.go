@@ -29,13 +29,14 @@ import (
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		opts    sandbox.CreateOptions
-		detach  bool
-		rm      bool
-		stdin   bool
-		tty     bool
-		timeout float64
-		volumes func() error
+		opts     sandbox.CreateOptions
+		detach   bool
+		rm       bool
+		stdin    bool
+		tty      bool
+		timeout  float64
+		volumes  func() error
+		noChange int
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -64,6 +65,11 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			if err := volumes(); err != nil {
 				return err
+			}
+			if noChange < 0 {
+				return fmt.Errorf("--no-change-timeout %d: want a whole number of seconds, 1 or more", noChange)
+			} else if noChange > 0 {
+				opts.Env = append(opts.Env, api.NoChangeTimeoutEnv+"="+strconv.Itoa(noChange))
 			}
 			m, err := g.manager()
 			if err != nil {
@@ -137,6 +143,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVarP(&opts.Network.Publish, "publish", "p", nil, "publish a port: [IP:][HOSTPORT:]CONTAINERPORT[/tcp|udp], HOSTPORT 0 or none for a free one, IP 127.0.0.1 unless given (repeatable; bridge, pasta, slirp4netns)")
 	f.StringVar(&opts.Network.Egress, "egress", "", "outbound policy: allow (the default) or deny (nothing out but replies; published ports still answer)")
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
+	f.IntVar(&noChange, "no-change-timeout", 0, "bash sessions (and OpenHands' run actions) answer after this many `seconds` without new output, the command still running (default 10; sets NO_CHANGE_TIMEOUT_SECONDS)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	ttyFlag(f, &tty)

@@ -50,6 +50,7 @@ var (
 	ErrTooLarge    = &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge}
 	ErrToolError   = &Error{Status: http.StatusBadRequest, Code: CodeToolError}
 	ErrUnsupported = &Error{Status: http.StatusNotImplemented, Code: CodeUnsupported}
+	ErrBadGateway  = &Error{Status: http.StatusBadGateway, Code: CodeBadGateway}
 )
 
 func (e *Error) Error() string {

@@ -160,3 +160,8 @@ type SessionResult struct {
 	// working directory, interpreter, exit code.
 	Observation string `json:"observation"`
 }
+
+// NoChangeTimeoutEnv is OpenHands' variable for the bash sessions' no-change
+// timeout, in whole seconds: set in a sandbox's environment, it is the
+// executor's default (bothy-executor's --no-change-timeout flag wins).
+const NoChangeTimeoutEnv = "NO_CHANGE_TIMEOUT_SECONDS"

@@ -23,6 +23,7 @@ type Client struct {
 	key    string
 	hc     *http.Client
 	base   string
+	dial   func(ctx context.Context) (net.Conn, error)
 }
 
 type options struct {
@@ -55,20 +56,23 @@ func New(socketPath string, opts ...Option) *Client {
 	if o.maxIdle <= 0 {
 		o.maxIdle = 1
 	}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		d := net.Dialer{Timeout: o.timeout}
+		if o.identity != nil {
+			return dialVerified(ctx, &d, socketPath, *o.identity)
+		}
+		return d.DialContext(ctx, "unix", socketPath)
+	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := net.Dialer{Timeout: o.timeout}
-			if o.identity != nil {
-				return dialVerified(ctx, &d, socketPath, *o.identity)
-			}
-			return d.DialContext(ctx, "unix", socketPath)
+			return dial(ctx)
 		},
 		MaxIdleConns:        o.maxIdle,
 		MaxIdleConnsPerHost: o.maxIdle,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &Client{socket: socketPath, key: o.key, hc: &http.Client{Transport: tr}, base: "http://executor"}
+	return &Client{socket: socketPath, key: o.key, hc: &http.Client{Transport: tr}, base: "http://executor", dial: dial}
 }
 
 // Close releases idle connections.

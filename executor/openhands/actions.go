@@ -27,6 +27,10 @@ func cmdOutputObservation(res *bash.Result, hidden bool) *api.Observation {
 		return api.ErrorObservationOf(res.Output)
 	}
 	md := res.Metadata
+	content, cut := bash.OpenHandsOutput(res, hidden)
+	if cut != "" {
+		md.Prefix = cut
+	}
 	meta := api.CmdOutputMetadata{ExitCode: md.ExitCode, PID: md.PID, Prefix: md.Prefix, Suffix: md.Suffix}
 	if res.Status == bash.StatusCompleted {
 		meta.Username, meta.Hostname = &md.Username, &md.Hostname
@@ -34,7 +38,7 @@ func cmdOutputObservation(res *bash.Result, hidden bool) *api.Observation {
 	}
 	obs := api.NewObservation(api.ObservationRun,
 		fmt.Sprintf("Command `%s` executed with exit code %d.", res.Command, md.ExitCode),
-		res.Output, api.CmdOutputExtras{Command: res.Command, Metadata: meta, Hidden: hidden})
+		content, api.CmdOutputExtras{Command: res.Command, Metadata: meta, Hidden: hidden})
 	ok := md.ExitCode == 0
 	obs.Success = &ok
 	return obs
