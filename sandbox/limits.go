@@ -260,7 +260,7 @@ func planCgroup(host cgroupLayout, co CgroupOptions, id string, rootless bool, l
 	defaultPids := l.PidsLimit == 0
 	l.PidsLimit = max(l.PidsLimit, 0)
 	if co.SlurmJob != "" && co.Parent == "" && rootless {
-		return planInJob(host, co.SlurmJob, l, ignore, defaultPids)
+		return planInJob(host, co.SlurmJob, l, ignore)
 	}
 	if host.Unified() {
 		return planCgroupV2(host, co, id, rootless, l, ignore, defaultPids)
@@ -321,7 +321,7 @@ func planCgroup(host cgroupLayout, co CgroupOptions, id string, rootless bool, l
 
 // planInJob is an unprivileged caller's plan in Slurm job job: no cgroup
 // of its own, so that the sandbox stays in the job's (CgroupOptions.SlurmJob).
-func planInJob(host cgroupLayout, job string, l Limits, ignore, defaultPids bool) (cgroupPlan, error) {
+func planInJob(host cgroupLayout, job string, l Limits, ignore bool) (cgroupPlan, error) {
 	plan := cgroupPlan{Version: 1}
 	if host.Unified() {
 		plan.Version = 2
@@ -331,11 +331,8 @@ func planInJob(host cgroupLayout, job string, l Limits, ignore, defaultPids bool
 	if l.needsCgroup() {
 		problems = append(problems, plan.Missing)
 	}
-	l = Limits{}
-	if defaultPids {
-		plan.defaultPids(&l, false, plan.Missing)
-	}
-	return plan.finish(l, problems, ignore)
+	// The default pids limit goes unsaid: the job's own limits apply.
+	return plan.finish(Limits{}, problems, ignore)
 }
 
 // defaultPids sets DefaultPidsLimit in l when the plan has a cgroup and it
