@@ -199,13 +199,20 @@ func TestSlurm(t *testing.T) {
 	if s := os.Getenv("BOTHY_SLURM_TASKS"); s != "" {
 		tasks, _ = strconv.Atoi(s)
 	}
-	for _, user := range []string{"root", testUser} {
-		t.Run(user, func(t *testing.T) {
-			t.Run("array", func(t *testing.T) { t.Parallel(); testArray(t, user, tasks) })
-			t.Run("scancel", func(t *testing.T) { t.Parallel(); testScancel(t, user) })
-			t.Run("timelimit", func(t *testing.T) { t.Parallel(); testTimeLimit(t, user) })
-		})
-	}
+	// Jobs that must start at once first, then the arrays, which fill
+	// the node; each phase runs both users' jobs side by side.
+	users := []string{"root", testUser}
+	t.Run("lifetime", func(t *testing.T) {
+		for _, user := range users {
+			t.Run(user+"/scancel", func(t *testing.T) { t.Parallel(); testScancel(t, user) })
+			t.Run(user+"/timelimit", func(t *testing.T) { t.Parallel(); testTimeLimit(t, user) })
+		}
+	})
+	t.Run("array", func(t *testing.T) {
+		for _, user := range users {
+			t.Run(user, func(t *testing.T) { t.Parallel(); testArray(t, user, tasks) })
+		}
+	})
 }
 
 // testArray: a job array of n tasks, each a sandbox from the shared store
@@ -225,7 +232,8 @@ func testArray(t *testing.T, user string, n int) {
 	if _, err := as(user, "sbatch", "--wait", "--array=0-"+strconv.Itoa(n-1), "-o", "/dev/null", task); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d sandboxed tasks through one array in %v", user, n, time.Since(t0).Round(time.Millisecond))
+	sandboxed := time.Since(t0)
+	t.Logf("%s: %d sandboxed tasks through one array in %v (%.1f tasks/s)", user, n, sandboxed.Round(time.Millisecond), float64(n)/sandboxed.Seconds())
 	failed := 0
 	for i := range n {
 		b, err := os.ReadFile(filepath.Join(results, strconv.Itoa(i)))
@@ -240,6 +248,19 @@ func testArray(t *testing.T, user string, n int) {
 	if failed > 0 {
 		t.Errorf("%d of %d tasks failed", failed, n)
 	}
+	if os.Getenv("BOTHY_SLURM_BARE") == "" {
+		return
+	}
+	// The same array running the command without bothy, for the figure
+	// (reported, not asserted; BOTHY_SLURM_BARE=1).
+	bare := script(t, "bare-"+user+".sh", fmt.Sprintf("exec sh -c 'echo task $1 $(id -u)' sh \"$SLURM_ARRAY_TASK_ID\" >%s/bare-$SLURM_ARRAY_TASK_ID\n", results))
+	t0 = time.Now()
+	if _, err := as(user, "sbatch", "--wait", "--array=0-"+strconv.Itoa(n-1), "-o", "/dev/null", bare); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d tasks through one array: sandboxed %v (%.1f tasks/s), bare %v (%.1f tasks/s): %.2fx", user, n,
+		sandboxed.Round(time.Millisecond), float64(n)/sandboxed.Seconds(), time.Since(t0).Round(time.Millisecond),
+		float64(n)/time.Since(t0).Seconds(), sandboxed.Seconds()/time.Since(t0).Seconds())
 }
 
 // runningJob submits a job that starts sandboxes (body) and waits until
@@ -253,7 +274,7 @@ func runningJob(t *testing.T, user, name, body string, want int, extra ...string
 	}
 	job := strings.TrimSpace(strings.Split(out, ";")[0])
 	var running []sandboxRecord
-	ok := waitFor(2*time.Minute, func() bool {
+	ok := waitFor(5*time.Minute, func() bool {
 		running = running[:0]
 		for _, sb := range sandboxes(t, user, job) {
 			if sb.Status == "running" && sb.Pid > 0 {
