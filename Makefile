@@ -10,6 +10,7 @@ DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
               slirp4netns passt nftables iperf3 iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux \
+              slurmctld slurmd slurm-client munge \
               python3-pytest python3-pyflakes python3-mypy python3-venv python3-pip python3-setuptools python3-wheel
 # Debian's python3, which has python3-pytest, runs the Python client's tests
 # (python/); not whatever python3 comes first on PATH.
@@ -187,6 +188,17 @@ bench: build test-user $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print 
 			"$$PWD/bin/bothy-init" "$$PWD/bin/bothy-executor" >/dev/null && chmod -R a+rX $(BIN)/baseline; \
 	fi
 	@$(BIN)/bench -bin $(BIN) $(if $(BASELINE),-baseline $(BIN)/baseline/bin) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
+
+# A single-node Slurm cluster on this machine (as root), for trying bothy
+# under Slurm by hand: internal/slurmtest starts one of its own.
+SLURM_DIR ?= /var/tmp/bothy-slurm
+.PHONY: slurm-cluster
+slurm-cluster: build ## As root: start a single-node Slurm (munged, slurmctld, slurmd) under SLURM_DIR on loopback (idempotent); prints SLURM_CONF.
+	@BOTHY=$(BIN)/bothy ./scripts/slurm-cluster.sh start $(SLURM_DIR)
+
+.PHONY: slurm-cluster-stop
+slurm-cluster-stop: ## Stop what slurm-cluster started, by pid.
+	@./scripts/slurm-cluster.sh stop $(SLURM_DIR)
 
 .PHONY: fmt
 fmt: ## Format the code.

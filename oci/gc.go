@@ -52,6 +52,9 @@ func (s *Store) Prune(ctx context.Context) (freed int64, err error) {
 // launcher holds the store while it extracts layers. Pulls and imports may
 // run while the store is held. release may be called more than once.
 func (s *Store) Hold(ctx context.Context) (release func(), err error) {
+	if s.readOnly {
+		return func() {}, nil
+	}
 	l, err := lockFile(ctx, s.gcLockPath(), false)
 	if err != nil {
 		return nil, fmt.Errorf("hold image store: %w", err)

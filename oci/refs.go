@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
 )
 
 // refsVersion is the format version of refs.json.
@@ -130,7 +132,7 @@ func (db *refsDB) add(d digest.Digest, names ...string) {
 
 // readRefs reads refs.json without locking: writers replace it atomically.
 func (s *Store) readRefs() (*refsDB, error) {
-	b, err := os.ReadFile(s.refsPath())
+	b, err := readFileNoFollow(s.refsPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return newRefsDB(), nil
 	}
@@ -147,6 +149,9 @@ func (s *Store) readRefs() (*refsDB, error) {
 // updateRefs applies fn to the refs database under its lock and writes the
 // result back atomically if fn returns nil.
 func (s *Store) updateRefs(ctx context.Context, fn func(db *refsDB) error) error {
+	if s.readOnly {
+		return fmt.Errorf("update names in %s: %w", s.root, ErrReadOnly)
+	}
 	l, err := lockFile(ctx, s.refsLock(), true)
 	if err != nil {
 		return err
@@ -222,4 +227,31 @@ func (s *Store) cleanRefsTemp() {
 			os.Remove(filepath.Join(s.root, e.Name()))
 		}
 	}
+}
+
+// readFileNoFollow reads a regular file that is not a symbolic link (one
+// planted in a store another user writes would make bothy read a file of
+// their choosing), of at most 64 MiB.
+func readFileNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	const limit = 64 << 20
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
 }

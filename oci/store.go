@@ -13,6 +13,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/ctxio"
 )
@@ -35,9 +36,43 @@ var (
 type Store struct {
 	root string
 
+	// readOnly: opened with OpenReadOnly, a store this process only reads
+	// (a shared store, see OpenReadOnly).
+	readOnly bool
+
 	mu    sync.Mutex
 	cache map[digest.Digest]*imageData // verified manifest+config bytes, immutable by construction
 }
+
+// ErrReadOnly: a write to a store opened with OpenReadOnly.
+var ErrReadOnly = errors.New("read-only image store")
+
+// OpenReadOnly opens the store at root for reading only, creating nothing:
+// a shared image store (on a network filesystem, read-only mount, owned by
+// another user). Nothing read from it is trusted beyond its digests:
+// manifests, configs and blobs are verified as in any store, refs.json is
+// opened without following a symlink and only names digests. Hold is a
+// no-op (no process prunes a store it reads), writes fail with ErrReadOnly.
+func OpenReadOnly(root string) (*Store, error) {
+	if root == "" {
+		return nil, errors.New("open image store: empty root")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("open image store %s: %w", root, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open image store %s: %w", root, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("open image store %s: not a directory", root)
+	}
+	return &Store{root: abs, readOnly: true, cache: map[digest.Digest]*imageData{}}, nil
+}
+
+// ReadOnly reports whether the store was opened with OpenReadOnly.
+func (s *Store) ReadOnly() bool { return s.readOnly }
 
 // Open opens the store at root, creating its directories if needed.
 func Open(root string) (*Store, error) {
@@ -104,7 +139,9 @@ func (s *Store) openBlob(d digest.Digest) (*blobReader, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(p)
+	// Neither through a symbolic link nor blocking on a FIFO: a store
+	// another user writes is hostile input.
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, 0, fmt.Errorf("blob %s: %w", d, ErrNotFound)
@@ -112,6 +149,9 @@ func (s *Store) openBlob(d digest.Digest) (*blobReader, int64, error) {
 		return nil, 0, fmt.Errorf("open blob %s: %w", d, err)
 	}
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file: %w", ErrCorrupt)
+	}
 	if err != nil {
 		f.Close()
 		return nil, 0, fmt.Errorf("open blob %s: %w", d, err)
@@ -241,6 +281,9 @@ func (s *Store) writeBlob(ctx context.Context, r io.Reader, desc v1.Descriptor) 
 	name := desc.Digest.String()
 	if name == "" {
 		name = "(new)"
+	}
+	if s.readOnly {
+		return "", 0, false, fmt.Errorf("write blob %s in %s: %w", name, s.root, ErrReadOnly)
 	}
 	tmp, err := os.CreateTemp(s.TmpDir(), "blob-*")
 	if err != nil {

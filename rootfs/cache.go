@@ -41,6 +41,8 @@ var errLocked = errors.New("locked")
 type Cache struct {
 	root string
 	opts UnpackOptions
+	// shared: a shared store's layers (OpenSharedCache), readable by all.
+	shared bool
 }
 
 // OpenCache opens (creating it if needed) the layer cache at root, for
@@ -54,6 +56,37 @@ func OpenCache(root string, opts UnpackOptions) (*Cache, error) {
 		return nil, fmt.Errorf("open layer cache %s: %w", root, err)
 	}
 	return &Cache{root: abs, opts: opts}, nil
+}
+
+// OpenSharedCache opens (creating it if needed) the layers of a shared
+// image store at root: as OpenCache, but every directory is 0755 and each
+// extracted layer is made readable by every user (directories a+rx,
+// regular files a+r, and a+x where anyone may execute them), with no
+// set-user-ID or set-group-ID bit, so that any user's sandbox can use it
+// as an overlay lower directory in place. The store is readable by every
+// user anyway: this shows nothing the store did not. Whoever prepares a
+// shared store's layers must own it (the lock files are theirs).
+func OpenSharedCache(root string, opts UnpackOptions) (*Cache, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("open layer cache %s: %w", root, err)
+	}
+	for _, d := range []string{abs, filepath.Join(abs, locksDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("open layer cache %s: %w", root, err)
+		}
+	}
+	opts.KeepSetuid = false
+	return &Cache{root: abs, opts: opts, shared: true}, nil
+}
+
+// LayerDir is where the layer with diff ID d is (or would be) in a cache
+// rooted at root: root/<algorithm>/<encoded>.
+func LayerDir(root string, d digest.Digest) (string, error) {
+	if err := d.Validate(); err != nil {
+		return "", err
+	}
+	return filepath.Join(root, d.Algorithm().String(), d.Encoded()), nil
 }
 
 // Root returns the absolute directory of the cache.
@@ -145,10 +178,17 @@ func (c *Cache) extract(ctx context.Context, d digest.Digest, open func() (io.Re
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
+	parentMode := os.FileMode(0o700)
+	if c.shared {
+		if err := shareTree(tmp); err != nil {
+			return err
+		}
+		parentMode = 0o755
+	}
 	if err := syncfs(tmp); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), parentMode); err != nil {
 		return err
 	}
 	// Onto an existing layer, rename(2) fails with ENOTEMPTY (or replaces
@@ -180,7 +220,7 @@ func syncfs(p string) error {
 // free or ctx is done; without, it fails with errLocked.
 func (c *Cache) lock(ctx context.Context, d digest.Digest, wait bool) (unlock func(), err error) {
 	p := filepath.Join(c.root, locksDir, d.Algorithm().String()+"-"+d.Encoded()+".lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
@@ -310,4 +350,38 @@ func (c *Cache) Clean() error {
 		return fmt.Errorf("clean layer cache: %w", err)
 	}
 	return nil
+}
+
+// shareTree makes the freshly extracted tree at root (this process's own,
+// not yet renamed into place) readable by every user: directories gain
+// a+rx, regular files a+r and, when anyone may execute them, a+x; set-user-ID
+// and set-group-ID bits go. Symbolic links and whiteouts are left as they
+// are (nothing is followed: WalkDir does not, and only directories and
+// regular files are changed).
+func shareTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := fi.Mode()
+		perm := mode.Perm() | 0o444
+		if d.IsDir() || mode.Perm()&0o111 != 0 {
+			perm |= 0o111
+		}
+		keep := mode & os.ModeSticky
+		if mode.Perm() == perm && mode&(os.ModeSetuid|os.ModeSetgid) == 0 {
+			return nil
+		}
+		if err := os.Chmod(p, perm|keep); err != nil {
+			return fmt.Errorf("make %s readable: %w", p, err)
+		}
+		return nil
+	})
 }

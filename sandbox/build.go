@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/bothy-sandbox/bothy/oci"
 )
@@ -17,5 +18,9 @@ func (m *Manager) Init() string { return m.opts.Init }
 // Image resolves ref in the store as Create does: "" is the embedded default
 // image, imported on first use.
 func (m *Manager) Image(ctx context.Context, ref string) (*oci.Image, error) {
-	return m.image(ctx, ref)
+	img, from, err := m.image(ctx, ref)
+	if err == nil && from != nil {
+		return nil, fmt.Errorf("image %s is in the shared store %s: an image build needs it in your own store: %w", ref, from.root, oci.ErrNotFound)
+	}
+	return img, err
 }

@@ -78,6 +78,7 @@ type creation struct {
 	diskMode string // "", DiskQuota or DiskLoop
 	diskSkip string // why a disk limit asked for is waived
 	img      *oci.Image
+	imgStore *SharedStore // the shared store img is in, if not the caller's
 	layers   []ipc.Layer
 
 	// Made.
@@ -210,10 +211,10 @@ func (c *creation) resolveImage(ctx context.Context) error {
 		return err
 	}
 	c.onExit(release)
-	if c.img, err = c.m.image(ctx, c.opts.Image); err != nil {
+	if c.img, c.imgStore, err = c.m.image(ctx, c.opts.Image); err != nil {
 		return err
 	}
-	if c.layers, err = c.m.layerRefs(c.img); err != nil {
+	if c.layers, err = c.m.layerRefs(c.img, c.imgStore); err != nil {
 		return err
 	}
 	trace.Mark("bothy", "image resolved")
@@ -320,6 +321,10 @@ func (c *creation) recordSandbox(context.Context) error {
 		Cgroup: c.cgroup.Path, CgroupSystemd: c.cgroup.Systemd, Disk: c.disk,
 		Security: o.Security,
 		APIKey:   o.APIKey, SocketIdentity: sockID,
+		Slurm: o.Slurm,
+	}
+	if c.imgStore != nil {
+		c.sb.ImageStore = c.imgStore.root
 	}
 	if err := writeState(c.dir, c.sb); err != nil {
 		return err

@@ -156,6 +156,13 @@ type CgroupOptions struct {
 	// sets it when $DBUS_SESSION_BUS_ADDRESS is set or $XDG_RUNTIME_DIR/bus
 	// is a socket.
 	UserSession bool
+	// SlurmJob is the Slurm job the caller runs in (SLURM_JOB_ID), if any.
+	// Without a Parent, an unprivileged caller's sandbox then gets no
+	// cgroup of its own: its processes stay in the job step's cgroups,
+	// where Slurm's cgroup plugins (proctrack/cgroup) find and end them
+	// with the job (scancel, time limit), instead of in a delegated
+	// subtree outside the job. Limits that need a cgroup are refused.
+	SlurmJob string
 }
 
 // parentName names Parent in messages, as the CLI's environment sets it.
@@ -252,6 +259,9 @@ func v1Mount(hs []hierarchy, controller string) string {
 func planCgroup(host cgroupLayout, co CgroupOptions, id string, rootless bool, l Limits, ignore bool) (cgroupPlan, error) {
 	defaultPids := l.PidsLimit == 0
 	l.PidsLimit = max(l.PidsLimit, 0)
+	if co.SlurmJob != "" && co.Parent == "" && rootless {
+		return planInJob(host, co.SlurmJob, l, ignore)
+	}
 	if host.Unified() {
 		return planCgroupV2(host, co, id, rootless, l, ignore, defaultPids)
 	}
@@ -307,6 +317,22 @@ func planCgroup(host cgroupLayout, co CgroupOptions, id string, rootless bool, l
 		plan.defaultPids(&l, v1Mount(hs, "pids") != "", "the pids cgroup controller is not mounted")
 	}
 	return plan.finish(l, problems, ignore)
+}
+
+// planInJob is an unprivileged caller's plan in Slurm job job: no cgroup
+// of its own, so that the sandbox stays in the job's (CgroupOptions.SlurmJob).
+func planInJob(host cgroupLayout, job string, l Limits, ignore bool) (cgroupPlan, error) {
+	plan := cgroupPlan{Version: 1}
+	if host.Unified() {
+		plan.Version = 2
+	}
+	plan.Missing = fmt.Sprintf("in Slurm job %s a sandbox stays in the job's cgroup, so that it ends with the job (set %s to a delegated cgroup to give it one of its own, which the job's end does not reach)", job, parentName)
+	var problems []string
+	if l.needsCgroup() {
+		problems = append(problems, plan.Missing)
+	}
+	// The default pids limit goes unsaid: the job's own limits apply.
+	return plan.finish(Limits{}, problems, ignore)
 }
 
 // defaultPids sets DefaultPidsLimit in l when the plan has a cgroup and it

@@ -224,3 +224,26 @@ func TestPlanCgroupHosts(t *testing.T) {
 		})
 	}
 }
+
+// planCgroup in a Slurm job (CgroupOptions.SlurmJob), rootless, even with a
+// delegated parent: no cgroup of its own (the sandbox stays in the job's),
+// limits refused with the reason, no default pids limit and no warning;
+// BOTHY_CGROUP_PARENT set, or root, plan as outside a job.
+func TestPlanCgroupInSlurmJob(t *testing.T) {
+	co := CgroupOptions{SlurmJob: "42"}
+	plan, err := planCgroup(hostCgroups{}, co, "abc", true, Limits{}, false)
+	if err != nil || plan.Path != "" || !strings.Contains(plan.Missing, "Slurm job 42") || plan.NotEnforced != "" || !plan.Limits.IsZero() {
+		t.Fatalf("in a job: %+v %v", plan, err)
+	}
+	_, err = planCgroup(hostCgroups{}, co, "abc", true, Limits{Memory: 1 << 30}, false)
+	if !errors.Is(err, ErrLimits) || !strings.Contains(err.Error(), "stays in the job's cgroup") {
+		t.Fatalf("a limit in a job: want ErrLimits saying why, got %v", err)
+	}
+	if plan, err := planCgroup(hostCgroups{}, co, "abc", false, Limits{}, false); err != nil || plan.Path == "" {
+		t.Errorf("root in a job: %+v %v; want a cgroup of its own", plan, err)
+	}
+	co.Parent = "/bothy-never-delegated-" + strconv.Itoa(os.Getpid())
+	if plan, err := planCgroup(hostCgroups{}, co, "abc", true, Limits{}, false); err != nil || strings.Contains(plan.Missing, "Slurm") {
+		t.Errorf("a job with BOTHY_CGROUP_PARENT: %+v %v; want the parent's plan", plan, err)
+	}
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,10 @@ type Options struct {
 	UserNS string
 	// Cgroups say where sandboxes' cgroups go.
 	Cgroups CgroupOptions
+	// ImageStores are shared, read-only image stores (prepared with
+	// ExportImage), searched in order after the caller's own store: their
+	// images' layers are overlay lower directories in place.
+	ImageStores []string
 	// Network are the host's settings for attached networks (bridge,
 	// pasta, slirp4netns): bridge instance, subnets, port range, DNS. A
 	// program that creates sandboxes on them must call ipc.Dispatch first
@@ -69,6 +74,8 @@ type Manager struct {
 	images    imageStore
 	launchers launcherStarter
 	cgroups   cgroupLayout
+	// shared are the read-only image stores of Options.ImageStores.
+	shared []*SharedStore
 	// warmed: WarmCgroups moved this process into the sandboxes' cgroup
 	// parent, where its launchers are then born.
 	warmed atomic.Bool
@@ -110,6 +117,13 @@ func Open(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, paths: opts.Paths, mapping: mapping, store: store, images: store, cgroups: hostCgroups{}}
+	for _, dir := range opts.ImageStores {
+		ss, err := OpenSharedStore(dir)
+		if err != nil {
+			return nil, err
+		}
+		m.shared = append(m.shared, ss)
+	}
 	m.launchers = initLauncher{m}
 	return m, nil
 }
@@ -178,46 +192,63 @@ type CreateOptions struct {
 	// Security changes the hardening baseline (capabilities, seccomp,
 	// read-only root, /dev/shm size).
 	Security Security
+	// Slurm is the Slurm job and step the sandbox is created in (the CLI
+	// reads SLURM_JOB_ID and SLURM_STEP_ID); nil outside a job.
+	Slurm *SlurmJob
 }
 
-// image resolves ref, importing the embedded default image on first use.
-func (m *Manager) image(ctx context.Context, ref string) (*oci.Image, error) {
-	if ref != "" {
-		img, err := m.images.Resolve(ctx, ref)
-		if err != nil {
-			if errors.Is(err, oci.ErrNotFound) {
-				return nil, fmt.Errorf("image %s not found: pull it first with `bothy pull %s`: %w", ref, ref, err)
-			}
-			return nil, err
+// image resolves ref, importing the embedded default image on first use:
+// in the caller's store, then in each shared store (from, when found there).
+func (m *Manager) image(ctx context.Context, ref string) (img *oci.Image, from *SharedStore, err error) {
+	name := cmp.Or(ref, DefaultImage)
+	img, err = m.images.Resolve(ctx, name)
+	if err == nil || !errors.Is(err, oci.ErrNotFound) {
+		return img, nil, err
+	}
+	for _, ss := range m.shared {
+		img, serr := ss.images.Resolve(ctx, name)
+		if serr == nil {
+			return img, ss, nil
 		}
-		return img, nil
+		if !errors.Is(serr, oci.ErrNotFound) {
+			return nil, nil, fmt.Errorf("image store %s: %w", ss.root, serr)
+		}
 	}
-	img, err := m.images.Resolve(ctx, DefaultImage)
-	if err == nil {
-		return img, nil
-	}
-	if !errors.Is(err, oci.ErrNotFound) {
-		return nil, err
+	if ref != "" {
+		return nil, nil, fmt.Errorf("image %s not found: pull it first with `bothy pull %s`: %w", ref, ref, err)
 	}
 	if m.opts.DefaultArchive == "" {
-		return nil, errors.New("the default image archive (default-image.oci.tar) is not installed beside bothy: run `make build` or set BOTHY_DEFAULT_IMAGE, or name an image")
+		return nil, nil, errors.New("the default image archive (default-image.oci.tar) is not installed beside bothy: run `make build` or set BOTHY_DEFAULT_IMAGE, or name an image")
 	}
 	img, err = m.images.ImportOCIArchive(ctx, m.opts.DefaultArchive, DefaultImage)
 	if err != nil {
-		return nil, fmt.Errorf("import default image from %s: %w", m.opts.DefaultArchive, err)
+		return nil, nil, fmt.Errorf("import default image from %s: %w", m.opts.DefaultArchive, err)
 	}
-	return img, nil
+	return img, nil, nil
 }
 
 // layerRefs lists the image's layers, bottom first, with their blob files:
-// the launcher extracts them inside the sandbox's user namespace.
-func (m *Manager) layerRefs(img *oci.Image) ([]ipc.Layer, error) {
+// the launcher extracts them inside the sandbox's user namespace. An image
+// of a shared store whose layers are all prepared there names the store's
+// layers directory instead: they are used in place.
+func (m *Manager) layerRefs(img *oci.Image, from *SharedStore) ([]ipc.Layer, error) {
 	if len(img.Layers) == 0 {
 		return nil, errors.New("image has no layers")
 	}
+	if from != nil && from.prepared(img) {
+		layers := make([]ipc.Layer, len(img.Layers))
+		for i, l := range img.Layers {
+			layers[i] = ipc.Layer{DiffID: l.DiffID.String(), Store: from.layers}
+		}
+		return layers, nil
+	}
+	blobs := m.images
+	if from != nil {
+		blobs = from.images
+	}
 	layers := make([]ipc.Layer, len(img.Layers))
 	for i, l := range img.Layers {
-		blob, err := m.images.BlobPath(l.Digest)
+		blob, err := blobs.BlobPath(l.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
 		}

@@ -51,21 +51,26 @@ var (
 
 // Sandbox is the on-disk record of one sandbox (state.json in its directory).
 type Sandbox struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name,omitempty"`
-	Image       string            `json:"image"`
-	ImageDigest string            `json:"image_digest"`
-	Created     time.Time         `json:"created"`
-	Pid         int               `json:"pid,omitempty"`
-	PidStart    uint64            `json:"pid_start,omitempty"`
-	Network     string            `json:"network"`
-	Rootless    bool              `json:"rootless"`
-	IDMap       userns.Mapping    `json:"idmap"`
-	Cmd         []string          `json:"cmd,omitempty"`
-	Env         []string          `json:"env,omitempty"`
-	Workdir     string            `json:"workdir,omitempty"`
-	AutoRemove  bool              `json:"auto_remove,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
+	ID          string `json:"id"`
+	Name        string `json:"name,omitempty"`
+	Image       string `json:"image"`
+	ImageDigest string `json:"image_digest"`
+	// ImageStore is the shared image store the image was found in ("":
+	// the caller's own).
+	ImageStore string `json:"image_store,omitempty"`
+	// Slurm is the Slurm job and step the sandbox was created in.
+	Slurm      *SlurmJob         `json:"slurm,omitempty"`
+	Created    time.Time         `json:"created"`
+	Pid        int               `json:"pid,omitempty"`
+	PidStart   uint64            `json:"pid_start,omitempty"`
+	Network    string            `json:"network"`
+	Rootless   bool              `json:"rootless"`
+	IDMap      userns.Mapping    `json:"idmap"`
+	Cmd        []string          `json:"cmd,omitempty"`
+	Env        []string          `json:"env,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	AutoRemove bool              `json:"auto_remove,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
 	// Mounts are the sandbox's volumes and tmpfs mounts.
 	Mounts []Mount `json:"mounts,omitempty"`
 	// Limits are the enforced resource limits; LimitsIgnored says which

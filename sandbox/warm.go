@@ -44,6 +44,13 @@ func (m *Manager) WarmCgroups() {
 		return
 	}
 	rootless := m.mapping.Mode != userns.MapHost
+	if m.opts.Cgroups.SlurmJob != "" {
+		// In a Slurm job the CLI stays in the job step's cgroups, where
+		// Slurm signals it (and an unprivileged caller's sandboxes,
+		// planInJob): moved out, a foreground `run` would outlive scancel
+		// and hold the job in COMPLETING.
+		return
+	}
 	if target := freezerDir(v1CgroupParent(m.opts.Cgroups.Parent, rootless)); target != "" {
 		if rootless {
 			// Only into a delegated parent that exists: a launcher in a

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,22 +19,69 @@ import (
 // The environment the CLI reads, in one place: the library packages read
 // none and take all of it as options (docs/operator.md lists it).
 const (
-	rootEnv          = "BOTHY_ROOT"             // --root's default
-	executorEnv      = "BOTHY_EXECUTOR"         // sandbox.Options.Executor
-	initEnv          = "BOTHY_INIT"             // sandbox.Options.Init
-	defaultImageEnv  = "BOTHY_DEFAULT_IMAGE"    // sandbox.Options.DefaultArchive
-	imagesEnv        = "BOTHY_IMAGES"           // bothy-images, beside bothy by default
-	usernsEnv        = "BOTHY_USERNS"           // sandbox.Options.UserNS
-	cgroupParentEnv  = "BOTHY_CGROUP_PARENT"    // sandbox.CgroupOptions.Parent
-	cgroupManagerEnv = "BOTHY_CGROUP_MANAGER"   // sandbox.CgroupOptions.Manager
-	netInstanceEnv   = "BOTHY_NETWORK_INSTANCE" // network.Config.Instance
-	netSubnetEnv     = "BOTHY_NETWORK_SUBNET"   // network.Config.Subnet
-	netPoolEnv       = "BOTHY_NETWORK_POOL"     // network.Config.NetworkPool
-	netDNSEnv        = "BOTHY_NETWORK_DNS"      // network.Config.DNS (comma-separated)
-	portRangeEnv     = "BOTHY_PORT_RANGE"       // network.Config.PortRange (FIRST-LAST)
-	authFileEnv      = "REGISTRY_AUTH_FILE"     // --authfile's default
-	epochEnv         = "SOURCE_DATE_EPOCH"      // runtimeimage.Options.Epoch
+	rootEnv          = "BOTHY_ROOT"              // --root's default
+	executorEnv      = "BOTHY_EXECUTOR"          // sandbox.Options.Executor
+	initEnv          = "BOTHY_INIT"              // sandbox.Options.Init
+	defaultImageEnv  = "BOTHY_DEFAULT_IMAGE"     // sandbox.Options.DefaultArchive
+	imagesEnv        = "BOTHY_IMAGES"            // bothy-images, beside bothy by default
+	usernsEnv        = "BOTHY_USERNS"            // sandbox.Options.UserNS
+	cgroupParentEnv  = "BOTHY_CGROUP_PARENT"     // sandbox.CgroupOptions.Parent
+	cgroupManagerEnv = "BOTHY_CGROUP_MANAGER"    // sandbox.CgroupOptions.Manager
+	netInstanceEnv   = "BOTHY_NETWORK_INSTANCE"  // network.Config.Instance
+	netSubnetEnv     = "BOTHY_NETWORK_SUBNET"    // network.Config.Subnet
+	netPoolEnv       = "BOTHY_NETWORK_POOL"      // network.Config.NetworkPool
+	netDNSEnv        = "BOTHY_NETWORK_DNS"       // network.Config.DNS (comma-separated)
+	portRangeEnv     = "BOTHY_PORT_RANGE"        // network.Config.PortRange (FIRST-LAST)
+	authFileEnv      = "REGISTRY_AUTH_FILE"      // --authfile's default
+	epochEnv         = "SOURCE_DATE_EPOCH"       // runtimeimage.Options.Epoch
+	storesFileEnv    = "BOTHY_IMAGE_STORES_FILE" // the operator's list of shared image stores
+	slurmJobEnv      = "SLURM_JOB_ID"            // sandbox.CreateOptions.Slurm, CgroupOptions.SlurmJob
+	slurmStepEnv     = "SLURM_STEP_ID"
+	slurmArrayJobEnv = "SLURM_ARRAY_JOB_ID"
+	slurmArrayIDEnv  = "SLURM_ARRAY_TASK_ID"
 )
+
+// defaultImageStoresFile lists the shared image stores an operator sets
+// for every user, one directory a line (# comments), searched after the
+// user's --image-store ones: containers/storage's additionalimagestores.
+const defaultImageStoresFile = "/etc/bothy/image-stores"
+
+// configuredImageStores reads the operator's list of shared image stores
+// ($BOTHY_IMAGE_STORES_FILE, else defaultImageStoresFile); a missing file
+// is an empty list.
+func configuredImageStores() ([]string, error) {
+	path := cmp.Or(os.Getenv(storesFileEnv), defaultImageStoresFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the shared image stores: %w", err)
+	}
+	var dirs []string
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !filepath.IsAbs(line) {
+			return nil, fmt.Errorf("%s:%d: %q: give an absolute directory", path, i+1, line)
+		}
+		dirs = append(dirs, filepath.Clean(line))
+	}
+	return dirs, nil
+}
+
+// slurmJob is the Slurm job and step the CLI runs in, from Slurm's
+// environment; nil outside a job.
+func slurmJob() *sandbox.SlurmJob {
+	id := os.Getenv(slurmJobEnv)
+	if id == "" {
+		return nil
+	}
+	return &sandbox.SlurmJob{JobID: id, StepID: os.Getenv(slurmStepEnv),
+		ArrayJobID: os.Getenv(slurmArrayJobEnv), ArrayTaskID: os.Getenv(slurmArrayIDEnv)}
+}
 
 // managerOptions are the sandbox manager's options from the environment,
 // with all state under root when it is set.
@@ -48,6 +98,7 @@ func managerOptions(root string) (sandbox.Options, error) {
 			Parent:      os.Getenv(cgroupParentEnv),
 			Manager:     os.Getenv(cgroupManagerEnv),
 			UserSession: userSession(),
+			SlurmJob:    os.Getenv(slurmJobEnv),
 		},
 	}
 	var err error

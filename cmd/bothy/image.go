@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -127,7 +128,39 @@ func newImageCmd(g *globals) *cobra.Command {
 	ls.Use, ls.Aliases = "ls", []string{"list"}
 	rm := newRmiCmd(g)
 	rm.Use = "rm IMAGE..."
-	cmd.AddCommand(prune, ls, rm, newPullCmd(g), newImportCmd(g))
+	var store string
+	export := &cobra.Command{
+		Use:   "export --store DIR [IMAGE]",
+		Short: "Prepare an image (default: the embedded one) in a shared image store, for every user's --image-store",
+		Long: `Prepare an image of your store (default: the embedded default image) in the shared
+image store DIR, creating it if needed: blobs copied and verified, layers extracted
+once and made readable by every user, all by atomic renames, so that several nodes
+may export the same image into one store at once. Users then run it with
+--image-store DIR (or the operator lists DIR in ` + defaultImageStoresFile + `); their
+sandboxes use its layers in place as overlay lower directories. See docs/slurm.md.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if store == "" {
+				return errors.New("export: --store DIR is required")
+			}
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			ref := ""
+			if len(args) == 1 {
+				ref = args[0]
+			}
+			img, err := m.ExportImage(cmd.Context(), ref, store)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+			return nil
+		},
+	}
+	export.Flags().StringVar(&store, "store", "", "the shared image store's directory")
+	cmd.AddCommand(prune, ls, rm, newPullCmd(g), newImportCmd(g), export)
 	return cmd
 }
 

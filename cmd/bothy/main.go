@@ -27,6 +27,9 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 type globals struct {
 	root string
+	// imageStores are the --image-store directories, searched after the
+	// caller's own store and before the operator's (imageStoresFile).
+	imageStores []string
 }
 
 func (g *globals) manager() (*sandbox.Manager, error) {
@@ -34,6 +37,11 @@ func (g *globals) manager() (*sandbox.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	conf, err := configuredImageStores()
+	if err != nil {
+		return nil, err
+	}
+	opts.ImageStores = append(append([]string{}, g.imageStores...), conf...)
 	return sandbox.Open(opts)
 }
 
@@ -64,6 +72,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.root, "root", os.Getenv(rootEnv), "keep all state under this directory (default: per-user XDG directories, or /var/lib/bothy and /run/bothy for root)")
+	root.PersistentFlags().StringArrayVar(&g.imageStores, "image-store", nil, "a shared, read-only image store (made by bothy image export) searched after your own, in order; repeatable (the operator's are in "+defaultImageStoresFile+")")
 	root.AddCommand(
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),

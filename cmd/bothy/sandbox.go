@@ -63,6 +63,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				opts.Image = args[0]
 			}
+			opts.Slurm = slurmJob()
 			if err := volumes(); err != nil {
 				return err
 			}
@@ -298,6 +299,7 @@ stops.`
 
 func newPsCmd(g *globals) *cobra.Command {
 	var all bool
+	var job string
 	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "ps",
@@ -314,6 +316,9 @@ func newPsCmd(g *globals) *cobra.Command {
 			}
 			var shown []*sandbox.Sandbox
 			for _, sb := range list {
+				if job != "" && !sb.InJob(job) {
+					continue
+				}
 				if all || sb.Status == sandbox.StatusRunning || sb.Status == sandbox.StatusCreating {
 					shown = append(shown, sb)
 				}
@@ -337,6 +342,7 @@ func newPsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
+	cmd.Flags().StringVar(&job, "slurm-job", "", "only the sandboxes created in this Slurm job (job ID, or an array's job ID)")
 	format = formatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
@@ -467,22 +473,33 @@ func newRmCmd(g *globals) *cobra.Command {
 }
 
 func newPruneCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var job string
+	cmd := &cobra.Command{
 		Use:   "prune",
 		Short: "Remove every sandbox that is neither running nor being created, and whatever killed bothy processes left",
-		Args:  cobra.NoArgs,
+		Long: "Remove every sandbox that is neither running nor being created, and whatever killed\n" +
+			"bothy processes left. With --slurm-job, stop and remove every sandbox created in that\n" +
+			"Slurm job instead, running or not (for the operator's Epilog=: scripts/slurm-epilog.sh).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			removed, err := m.Prune(cmd.Context())
+			var removed []string
+			if job != "" {
+				removed, err = m.PruneSlurmJob(cmd.Context(), job)
+			} else {
+				removed, err = m.Prune(cmd.Context())
+			}
 			for _, id := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), id)
 			}
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&job, "slurm-job", "", "stop and remove the sandboxes created in this Slurm job (job ID, or an array's job ID), running or not")
+	return cmd
 }
 
 // eachRef applies fn to every argument, printing each one done, and reports

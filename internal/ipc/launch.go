@@ -75,7 +75,12 @@ func (LaunchRequest) MessageType() string { return "launch.request" }
 // file holding its blob.
 type Layer struct {
 	DiffID string `json:"diff_id"`
-	Blob   string `json:"blob"`
+	Blob   string `json:"blob,omitempty"`
+	// Store, instead of Blob, is the layers directory of a shared image
+	// store holding the layer prepared (`bothy image export`): the launcher
+	// uses Store/<algorithm>/<encoded diff ID> in place as a lower
+	// directory, opened without following a symbolic link.
+	Store string `json:"store,omitempty"`
 }
 
 // Overlay is an overlay volume: Lower, a host directory, is the read-only

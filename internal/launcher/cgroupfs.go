@@ -1,8 +1,10 @@
 package launcher
 
 import (
+	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
@@ -73,9 +75,50 @@ func joinedControllers(r *cgroups.Resources) []string {
 // needs a delegated directory only in the hierarchies bothy uses (see
 // scripts/delegate-cgroups.sh), and joins no other, however many the host
 // mounts. A limit set in a dropped hierarchy still fails, in Set.
+//
+// A sandbox with no cgroup of its own (no Path: no delegated subtree, or in
+// a Slurm job) is given one named at the hierarchies' roots, which an
+// unprivileged user may not create: libcontainer drops every hierarchy and
+// the sandbox stays in the launcher's cgroups. A relative name would have
+// libcontainer make a cgroup below the launcher's wherever that is
+// writable, as a Slurm job step's is: Slurm would then neither see the
+// sandbox's processes in the step nor remove the step's cgroup.
 func joinDelegatedOnly(c *cgroups.Cgroup) {
-	if c == nil || c.Path == "" || c.Systemd || cgroups.IsCgroup2UnifiedMode() {
+	if c == nil || c.Systemd || cgroups.IsCgroup2UnifiedMode() {
+		return
+	}
+	if c.Path == "" {
+		if !mapsHostRoot() {
+			c.Parent = "/bothy-no-cgroup"
+		}
 		return
 	}
 	c.Parent, c.Name, c.Path = path.Dir(c.Path), path.Base(c.Path), ""
+}
+
+// mapsHostRoot reports whether this process's effective uid is the host's
+// root, through its user namespace's map (root running a sandbox under a
+// rootless mapping), who could create any cgroup.
+func mapsHostRoot() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return true
+	}
+	euid := uint64(os.Geteuid())
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		in, err1 := strconv.ParseUint(f[0], 10, 32)
+		host, err2 := strconv.ParseUint(f[1], 10, 32)
+		n, err3 := strconv.ParseUint(f[2], 10, 33)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return true
+		}
+		if euid >= in && euid < in+n {
+			return host+(euid-in) == 0
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"os"
 	"slices"
 	"testing"
 
@@ -32,5 +33,25 @@ func TestJoinDelegatedOnly(t *testing.T) {
 	joinDelegatedOnly(c)
 	if c.Path != "" || c.Parent != "/bothy-1001" || c.Name != "abc" {
 		t.Errorf("joinDelegatedOnly: %+v", c)
+	}
+}
+
+// TestJoinDelegatedOnlyNoCgroup: a rootless sandbox with no cgroup of its
+// own is named at the hierarchies' roots (which libcontainer drops, as the
+// caller may not write there), never below the launcher's own cgroup, which
+// may be writable (a Slurm job step's); root, who could create it, is left
+// as it was.
+func TestJoinDelegatedOnlyNoCgroup(t *testing.T) {
+	if cgroups.IsCgroup2UnifiedMode() {
+		t.Skip("requires a cgroup v1 host: the conversion applies to v1 only")
+	}
+	c := &cgroups.Cgroup{Name: "abc"}
+	joinDelegatedOnly(c)
+	want := "/bothy-no-cgroup"
+	if os.Geteuid() == 0 {
+		want = ""
+	}
+	if c.Path != "" || c.Parent != want || c.Name != "abc" {
+		t.Errorf("joinDelegatedOnly: %+v, want Parent %q", c, want)
 	}
 }

@@ -235,30 +235,52 @@ func executorFiles(req *ipc.LaunchRequest) ([]*os.File, error) {
 }
 
 // mountOverlay extracts the layers that are not in the cache yet and mounts
-// the overlay on target.
+// the overlay on target. Layers of a shared store (ipc.Layer.Store) are
+// lower directories in place (sharedLowers).
 func mountOverlay(req *ipc.LaunchRequest, target string) error {
 	cache, err := rootfs.OpenCache(req.LayerCache, unpackOptions(req))
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
+	if len(req.Layers) == 0 {
+		return errors.New("image has no layers")
+	}
 	lowers := make([]string, len(req.Layers))
+	shared := &sharedLowers{}
+	defer shared.close()
 	for i, l := range req.Layers {
 		diffID, err := digest.Parse(l.DiffID)
 		if err != nil {
 			return fmt.Errorf("prepare layer %q: %w", l.DiffID, err)
 		}
-		blob := l.Blob
-		dir, err := cache.Get(ctx, diffID, func() (io.ReadCloser, error) { return os.Open(blob) })
+		var dir string
+		if l.Store != "" {
+			dir, err = shared.open(l.Store, diffID)
+		} else {
+			blob := l.Blob
+			dir, err = cache.Get(ctx, diffID, func() (io.ReadCloser, error) { return os.Open(blob) })
+		}
 		if err != nil {
 			return fmt.Errorf("prepare layer %s: %w", l.DiffID, err)
 		}
 		lowers[len(lowers)-1-i] = dir // overlay wants the top-most first
 	}
-	if len(lowers) == 0 {
-		return errors.New("image has no layers")
+	userxattr := rootless(req)
+	if len(shared.fds) > 0 {
+		// A shared store's layers are prepared with user.overlay.*
+		// xattrs (their preparer may be unprivileged): root mounts them
+		// with userxattr too.
+		userxattr = true
+		if rootless(req) && shared.foreign {
+			shim, err := directoryShim(req.LayerCache, req.Layers, lowers)
+			if err != nil {
+				return err
+			}
+			lowers = append([]string{shim}, lowers...)
+		}
 	}
-	data, dir, err := rootfs.OverlayOptionsIn(lowers, req.Upper, req.Work, rootless(req))
+	data, dir, err := rootfs.OverlayOptionsIn(lowers, req.Upper, req.Work, userxattr)
 	if err != nil {
 		return err
 	}

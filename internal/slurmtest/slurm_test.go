@@ -1,0 +1,360 @@
+package slurmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The cluster and the shared store the root half of the tests starts and
+// prepares (TestMain); unset in the unprivileged half.
+var (
+	bothyBin string // $BOTHY_BIN, the bothy the jobs run
+	conf     string // SLURM_CONF of the test cluster
+	store    string // the shared image store, prepared once by root
+	work     string // a directory every user may write: scripts and results
+)
+
+// testUser is the unprivileged user whose jobs run rootless sandboxes.
+const testUser = "bothy-test"
+
+// scriptPath is scripts/name of the repository: tests run in their
+// package's directory (scripts/run-tests.sh, go test).
+func scriptPath(name string) string {
+	p, err := filepath.Abs(filepath.Join("..", "..", "scripts", name))
+	if err != nil {
+		return name
+	}
+	return p
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+// run starts the cluster (root only: the unprivileged half asserts that it
+// is refused) with ports of its own on loopback and a directory of its own,
+// prepares the shared store, runs the tests and stops what it started, by
+// pid.
+func run(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		return m.Run()
+	}
+	bothyBin = os.Getenv("BOTHY_BIN")
+	if bothyBin == "" {
+		fmt.Fprintln(os.Stderr, "slurmtest: BOTHY_BIN is not set (make test sets it to bin/bothy)")
+		return 1
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "bothy-slurm-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cluster := filepath.Join(dir, "cluster")
+	env := append(os.Environ(), "BOTHY="+bothyBin, "SLURMCTLD_PORT=16827", "SLURMD_PORT=16828")
+	start := exec.Command(scriptPath("slurm-cluster.sh"), "start", cluster)
+	start.Env = env
+	out, err := start.CombinedOutput()
+	defer func() {
+		stop := exec.Command(scriptPath("slurm-cluster.sh"), "stop", cluster)
+		stop.Env = env
+		if out, err := stop.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "slurmtest: stop the cluster: %v: %s\n", err, out)
+		}
+	}()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slurmtest: start the cluster: %v: %s\n", err, out)
+		return 1
+	}
+	conf = filepath.Join(cluster, "slurm.conf")
+	work = filepath.Join(dir, "work")
+	store = filepath.Join(dir, "store")
+	if err := os.Mkdir(work, 0o1777); err == nil {
+		err = os.Chmod(work, 0o1777)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	t0 := time.Now()
+	export := exec.Command(bothyBin, "--root", filepath.Join(dir, "preparer"), "image", "export", "--store", store)
+	if out, err := export.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "slurmtest: prepare the shared store: %v: %s\n", err, out)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "slurmtest: default image prepared in the shared store in %v\n", time.Since(t0).Round(time.Millisecond))
+	return m.Run()
+}
+
+// as runs argv as user (root: as is), with the test cluster's SLURM_CONF and
+// without XDG_RUNTIME_DIR, as in a job; it returns the combined output.
+func as(user string, argv ...string) (string, error) {
+	full := append([]string{"env", "-u", "XDG_RUNTIME_DIR", "SLURM_CONF=" + conf}, argv...)
+	if user != "root" {
+		full = append([]string{"runuser", "-u", user, "--"}, full...)
+	}
+	out, err := exec.Command(full[0], full[1:]...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// script writes an executable job script in work.
+func script(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(work, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sandboxes are the user's sandboxes of Slurm job id (bothy ps -a
+// --slurm-job), as in bothy's JSON.
+type sandboxRecord struct {
+	ID     string `json:"id"`
+	Pid    int    `json:"pid"`
+	Status string `json:"status"`
+	Slurm  *struct {
+		JobID string `json:"job_id"`
+	} `json:"slurm"`
+}
+
+func sandboxes(t *testing.T, user, id string) []sandboxRecord {
+	t.Helper()
+	out, err := as(user, bothyBin, "ps", "-a", "--slurm-job", id, "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []sandboxRecord
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("bothy ps: %v: %s", err, out)
+	}
+	return list
+}
+
+// waitFor polls cond every 200 ms until it holds or limit passes.
+func waitFor(limit time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+func jobGone(id string) bool {
+	out, err := as("root", "squeue", "-h", "-j", id)
+	return err != nil || strings.TrimSpace(out) == ""
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
+
+// leftovers are what a sandbox may leave: a cgroup named by its ID under
+// bothy's and Slurm's cgroup parents, and its record.
+func leftovers(t *testing.T, user, job string, ids []string) []string {
+	t.Helper()
+	// Slurm removes the job's cgroups when the job ends, if nothing
+	// bothy made is left below them.
+	left, _ := filepath.Glob("/sys/fs/cgroup/*/slurm_*/uid_*/job_" + job)
+	for _, id := range ids {
+		for _, pat := range []string{"/sys/fs/cgroup/*/*/" + id, "/sys/fs/cgroup/*/slurm_*/uid_*/job_*/step_*/" + id} {
+			m, _ := filepath.Glob(pat)
+			left = append(left, m...)
+		}
+	}
+	for _, sb := range sandboxes(t, user, job) {
+		left = append(left, "sandbox "+sb.ID+" ("+sb.Status+")")
+	}
+	return left
+}
+
+// TestSlurm runs bothy under a real Slurm, as root and as bothy-test: a job
+// array whose every task runs a sandbox from the shared store (all results
+// collected), scancel of a job with a detached and a foreground sandbox,
+// and a job killed by its time limit; neither leaves a sandbox, process,
+// cgroup or record. Unprivileged, starting the cluster is refused.
+func TestSlurm(t *testing.T) {
+	if os.Geteuid() != 0 {
+		out, err := exec.Command(scriptPath("slurm-cluster.sh"), "start", t.TempDir()).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "run as root") {
+			t.Fatalf("slurm-cluster.sh start unprivileged: %v, %q; want a refusal that says to run as root", err, out)
+		}
+		return
+	}
+	tasks := 200
+	if s := os.Getenv("BOTHY_SLURM_TASKS"); s != "" {
+		tasks, _ = strconv.Atoi(s)
+	}
+	// Jobs that must start at once first, then the arrays, which fill
+	// the node; each phase runs both users' jobs side by side.
+	users := []string{"root", testUser}
+	t.Run("lifetime", func(t *testing.T) {
+		for _, user := range users {
+			t.Run(user+"/scancel", func(t *testing.T) { t.Parallel(); testScancel(t, user) })
+			t.Run(user+"/timelimit", func(t *testing.T) { t.Parallel(); testTimeLimit(t, user) })
+		}
+	})
+	t.Run("array", func(t *testing.T) {
+		for _, user := range users {
+			t.Run(user, func(t *testing.T) { t.Parallel(); testArray(t, user, tasks) })
+		}
+	})
+}
+
+// testArray: a job array of n tasks, each a sandbox from the shared store
+// writing its task ID, all collected, none failed.
+func testArray(t *testing.T, user string, n int) {
+	results := filepath.Join(work, "array-"+user)
+	if err := os.Mkdir(results, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(results, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	task := script(t, "array-"+user+".sh", fmt.Sprintf(
+		"exec %s --image-store %s run --rm -- sh -c 'echo task $1 $(id -u)' sh \"$SLURM_ARRAY_TASK_ID\" >%s/$SLURM_ARRAY_TASK_ID 2>%s/$SLURM_ARRAY_TASK_ID.err\n",
+		bothyBin, store, results, results))
+	t0 := time.Now()
+	if _, err := as(user, "sbatch", "--wait", "--array=0-"+strconv.Itoa(n-1), "-o", "/dev/null", task); err != nil {
+		t.Fatal(err)
+	}
+	sandboxed := time.Since(t0)
+	t.Logf("%s: %d sandboxed tasks through one array in %v (%.1f tasks/s)", user, n, sandboxed.Round(time.Millisecond), float64(n)/sandboxed.Seconds())
+	failed := 0
+	for i := range n {
+		b, err := os.ReadFile(filepath.Join(results, strconv.Itoa(i)))
+		if want := fmt.Sprintf("task %d 0\n", i); err != nil || string(b) != want {
+			errOut, _ := os.ReadFile(filepath.Join(results, strconv.Itoa(i)+".err"))
+			if failed < 5 {
+				t.Errorf("task %d: %q (%v), want %q; stderr: %s", i, b, err, want, errOut)
+			}
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d tasks failed", failed, n)
+	}
+	if os.Getenv("BOTHY_SLURM_BARE") == "" {
+		return
+	}
+	// The same array running the command without bothy, for the figure
+	// (reported, not asserted; BOTHY_SLURM_BARE=1).
+	bare := script(t, "bare-"+user+".sh", fmt.Sprintf("exec sh -c 'echo task $1 $(id -u)' sh \"$SLURM_ARRAY_TASK_ID\" >%s/bare-$SLURM_ARRAY_TASK_ID\n", results))
+	t0 = time.Now()
+	if _, err := as(user, "sbatch", "--wait", "--array=0-"+strconv.Itoa(n-1), "-o", "/dev/null", bare); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d tasks through one array: sandboxed %v (%.1f tasks/s), bare %v (%.1f tasks/s): %.2fx", user, n,
+		sandboxed.Round(time.Millisecond), float64(n)/sandboxed.Seconds(), time.Since(t0).Round(time.Millisecond),
+		float64(n)/time.Since(t0).Seconds(), sandboxed.Seconds()/time.Since(t0).Seconds())
+}
+
+// runningJob submits a job that starts sandboxes (body) and waits until
+// want of them run; it returns the job ID and the sandboxes.
+func runningJob(t *testing.T, user, name, body string, want int, extra ...string) (string, []sandboxRecord) {
+	t.Helper()
+	p := script(t, name, body)
+	out, err := as(user, append(append([]string{"sbatch", "--parsable", "-o", p + ".out"}, extra...), p)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := strings.TrimSpace(strings.Split(out, ";")[0])
+	var running []sandboxRecord
+	ok := waitFor(5*time.Minute, func() bool {
+		running = running[:0]
+		for _, sb := range sandboxes(t, user, job) {
+			if sb.Status == "running" && sb.Pid > 0 {
+				running = append(running, sb)
+			}
+		}
+		return len(running) == want
+	})
+	if !ok {
+		log, _ := os.ReadFile(p + ".out")
+		t.Fatalf("job %s: %d sandboxes running, want %d; job output: %s", job, len(running), want, log)
+	}
+	return job, running
+}
+
+// inJobCgroup checks that an unprivileged user's sandbox's processes are in
+// the job's freezer cgroup, where proctrack/cgroup ends them with the job.
+func inJobCgroup(t *testing.T, user, job string, sbs []sandboxRecord) {
+	t.Helper()
+	if user == "root" {
+		return // root's sandboxes have cgroups of their own: the epilog ends them
+	}
+	for _, sb := range sbs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sb.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "/job_"+job+"/") {
+			t.Errorf("sandbox %s of job %s is not in the job's cgroup:\n%s", sb.ID[:12], job, b)
+		}
+	}
+}
+
+// nothingLeft waits for job to end and checks that its sandboxes' PID 1s,
+// cgroups and records are gone.
+func nothingLeft(t *testing.T, user, job string, sbs []sandboxRecord, limit time.Duration) {
+	t.Helper()
+	var ids []string
+	for _, sb := range sbs {
+		ids = append(ids, sb.ID)
+	}
+	ok := waitFor(limit, func() bool {
+		if !jobGone(job) {
+			return false
+		}
+		for _, sb := range sbs {
+			if alive(sb.Pid) {
+				return false
+			}
+		}
+		return len(leftovers(t, user, job, ids)) == 0
+	})
+	if !ok {
+		var pids []string
+		for _, sb := range sbs {
+			if alive(sb.Pid) {
+				pids = append(pids, strconv.Itoa(sb.Pid))
+			}
+		}
+		t.Errorf("job %s ended (%v) but left: processes %v, %v", job, jobGone(job), pids, leftovers(t, user, job, ids))
+	}
+}
+
+// testScancel: scancel of a job running a detached and a foreground
+// sandbox leaves nothing.
+func testScancel(t *testing.T, user string) {
+	job, sbs := runningJob(t, user, "scancel-"+user+".sh", fmt.Sprintf(
+		"%[1]s --image-store %[2]s run -d -- sleep 1000 >/dev/null\nexec %[1]s --image-store %[2]s run --rm -- sleep 1000\n", bothyBin, store), 2)
+	inJobCgroup(t, user, job, sbs)
+	if _, err := as(user, "scancel", job); err != nil {
+		t.Fatal(err)
+	}
+	nothingLeft(t, user, job, sbs, time.Minute)
+}
+
+// testTimeLimit: a job whose sandbox outlives the job's time limit (one
+// minute, Slurm's least) is ended with it, leaving nothing.
+func testTimeLimit(t *testing.T, user string) {
+	job, sbs := runningJob(t, user, "timelimit-"+user+".sh", fmt.Sprintf(
+		"exec %s --image-store %s run --rm -- sleep 1000\n", bothyBin, store), 1, "--time=1")
+	inJobCgroup(t, user, job, sbs)
+	nothingLeft(t, user, job, sbs, 3*time.Minute)
+}

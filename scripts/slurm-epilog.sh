@@ -1,0 +1,29 @@
+#!/bin/sh
+# Slurm Epilog= for nodes that run bothy: stop and remove every sandbox the
+# ending job started, as the job's user (SLURM_JOB_USER, SLURM_JOB_ID are
+# set by slurmd). A sandbox of an unprivileged user is already gone when
+# Slurm's proctrack/cgroup ended the job's processes (it stays in the job's
+# cgroup); this removes its record, upper directory and network, and ends
+# what root's sandboxes (which have cgroups of their own) left running.
+#
+#   Epilog=/usr/share/bothy/slurm-epilog.sh   (docs/slurm.md)
+#
+# BOTHY: the bothy binary (default: bothy on PATH). The job's sandboxes are
+# found in the user's default state directories: a job that set BOTHY_ROOT
+# is pruned only when BOTHY_EPILOG_ROOT names the same directory.
+set -u
+BOTHY=${BOTHY:-bothy}
+[ -n "${SLURM_JOB_ID:-}" ] || { echo "slurm-epilog: SLURM_JOB_ID is not set" >&2; exit 0; }
+user=${SLURM_JOB_USER:-root}
+root_args=""
+[ -n "${BOTHY_EPILOG_ROOT:-}" ] && root_args="--root $BOTHY_EPILOG_ROOT"
+if [ "$user" = root ] || [ "$(id -un)" = "$user" ]; then
+	# shellcheck disable=SC2086
+	env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+else
+	# shellcheck disable=SC2086
+	runuser -u "$user" -- env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+fi
+# An epilog that fails drains the node: a sandbox that could not be
+# removed is reported in slurmd's log, not by draining.
+exit 0
