@@ -178,6 +178,10 @@ type CreateOptions struct {
 	// Security changes the hardening baseline (capabilities, seccomp,
 	// read-only root, /dev/shm size).
 	Security Security
+	// Pool, set by a pool's filler only, makes the sandbox a member of
+	// that pool, waiting to be claimed (see Claim): its executor serves
+	// nothing but its claim, authenticated with APIKey, the pre-claim key.
+	Pool string `json:"-"`
 }
 
 // image resolves ref, importing the embedded default image on first use.

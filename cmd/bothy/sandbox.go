@@ -35,6 +35,8 @@ func newRunCmd(g *globals) *cobra.Command {
 		stdin   bool
 		timeout float64
 		volumes func() error
+		pool    string
+		labels  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -64,17 +66,35 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err := volumes(); err != nil {
 				return err
 			}
+			var err error
+			if opts.Labels, err = parseLabels(labels); err != nil {
+				return err
+			}
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
+			create := func() (*sandbox.Sandbox, error) {
+				if pool == "" {
+					return m.Create(cmd.Context(), opts)
+				}
+				return claimFromPool(cmd, g, m, sandbox.ClaimOptions{
+					Pool: pool, Name: opts.Name, Env: opts.Env, Workdir: opts.Workdir, Labels: opts.Labels,
+					APIKey: opts.APIKey, AutoRemove: opts.AutoRemove,
+				}, opts.Image)
+			}
+			if pool != "" && detach && len(argv) > 0 {
+				return fmt.Errorf("--pool -d takes no command: a pool's sandboxes run nothing but what is sent to them (bothy exec)")
+			}
 			// This process is short-lived: let the kernel's cgroup
 			// grace period start now rather than on the critical path.
-			m.WarmCgroups()
+			if pool == "" {
+				m.WarmCgroups()
+			}
 			if detach {
 				opts.Cmd = argv
 				opts.AutoRemove = rm
-				sb, err := m.Create(cmd.Context(), opts)
+				sb, err := create()
 				if err != nil {
 					return err
 				}
@@ -88,7 +108,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			// While we wait, the sandbox's PID 1 is re-parented to us when
 			// the launcher exits, so we reap it instead of leaving a zombie.
 			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-			sb, err := m.Create(cmd.Context(), opts)
+			sb, err := create()
 			if err != nil {
 				return err
 			}
@@ -124,6 +144,8 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.Network.Egress, "egress", "", "outbound policy: allow (the default) or deny (nothing out but replies; published ports still answer)")
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
+	f.StringVar(&pool, "pool", "", "claim a ready sandbox of this pool (bothy pool create) instead of starting one: it gets --name, -e, -w, --label and --api-key; an empty pool starts one cold, and says so")
+	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
@@ -285,7 +307,9 @@ func newPsCmd(g *globals) *cobra.Command {
 			}
 			var shown []*sandbox.Sandbox
 			for _, sb := range list {
-				if all || sb.Status == sandbox.StatusRunning || sb.Status == sandbox.StatusCreating {
+				// A pool's sandboxes waiting for their claim are bothy
+				// pool ls's; -a shows them too.
+				if all || (sb.Status == sandbox.StatusRunning || sb.Status == sandbox.StatusCreating) && sb.Pool == "" {
 					shown = append(shown, sb)
 				}
 			}
