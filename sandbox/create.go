@@ -321,7 +321,7 @@ func (c *creation) recordSandbox(context.Context) error {
 		Cgroup: c.cgroup.Path, CgroupSystemd: c.cgroup.Systemd, Disk: c.disk,
 		Security: o.Security,
 		APIKey:   o.APIKey, SocketIdentity: sockID,
-		Pool:     o.Pool,
+		Pool: o.Pool,
 	}
 	if err := writeState(c.dir, c.sb); err != nil {
 		return err
