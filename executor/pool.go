@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
@@ -80,6 +81,7 @@ func (g *poolGate) claim(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, "missing or wrong "+api.APIKeyHeader)
 		return
 	}
+	t0 := time.Now()
 	var c api.PoolClaim
 	if err := httpapi.Decode(io.LimitReader(r.Body, maxClaimBody), &c); err != nil {
 		httpapi.WriteError(w, http.StatusBadRequest, api.CodeBadRequest, "decode claim: "+err.Error())
@@ -112,7 +114,7 @@ func (g *poolGate) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	g.server = s
 	close(g.claimed)
-	opts.Logger.Info("claimed", "env", len(c.Env), "workdir", c.Workdir)
+	opts.Logger.Info("claimed", "env", len(c.Env), "workdir", c.Workdir, "took", time.Since(t0))
 	httpapi.WriteJSON(w, http.StatusOK, struct{}{})
 }
 

@@ -516,6 +516,7 @@ func (m *Manager) fillLocked(ctx context.Context, name string, progress func(rea
 		if err != nil {
 			return false, fmt.Errorf("fill pool %s: %w", name, err)
 		}
+		trace.Mark("bothy", "member made")
 		// Ready: it can be claimed from now on.
 		if err := os.WriteFile(filepath.Join(m.paths.members(name), sb.ID), nil, 0o600); err != nil {
 			_ = m.Remove(context.WithoutCancel(ctx), sb.ID, true)
@@ -549,6 +550,7 @@ func (m *Manager) RemovePool(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("remove pool %s: %w", name, err)
 	}
+	trace.Mark("bothy", "pool hidden")
 	_, err = m.PrunePools(ctx)
 	return err
 }

@@ -3,12 +3,15 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -289,4 +292,97 @@ func TestPoolRemoveAndPrune(t *testing.T) {
 	if err := m.RemovePool(ctx, "twice"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// poolClaimsEnv sets the number of claims of TestPoolManyClaims (default
+// 40; the figure is 1000: BOTHY_POOL_CLAIMS=1000).
+const poolClaimsEnv = "BOTHY_POOL_CLAIMS"
+
+// TestPoolManyClaims claims, two at a time, from a pool of 32 refilled by
+// a filler running alongside (as the detached bothy pool fill does), and
+// releases each claimed sandbox: no claim fails, each gets a sandbox no
+// other claim got, answering with its own key and environment. It reports
+// how many were warm and the claim-to-ready median (never fails on time).
+func TestPoolManyClaims(t *testing.T) {
+	n := 40
+	if s := os.Getenv(poolClaimsEnv); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			t.Fatalf("%s=%q: give a number of claims", poolClaimsEnv, s)
+		}
+	}
+	m := newManager(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	newPool(t, m, "many", 32)
+	// The filler: as the detached process does, fill until full; again
+	// whenever claims took some.
+	fillerDone := make(chan struct{})
+	go func() {
+		defer close(fillerDone)
+		for ctx.Err() == nil {
+			if err := m.Fill(ctx, "many", nil); err != nil && ctx.Err() == nil {
+				t.Errorf("fill: %v", err)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var (
+		mu    sync.Mutex
+		seen  = map[string]bool{}
+		warm  int
+		times []time.Duration
+	)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				key := fmt.Sprintf("key-%d", i)
+				t0 := time.Now()
+				sb, how, err := m.Claim(ctx, sandbox.ClaimOptions{Pool: "many", APIKey: key, Env: []string{fmt.Sprintf("CLAIM=%d", i)}})
+				d := time.Since(t0)
+				if err != nil {
+					t.Errorf("claim %d: %v", i, err)
+					continue
+				}
+				res, err := sb.Client().Run(ctx, api.RunRequest{Cmd: "echo $CLAIM", Wait: true})
+				if err != nil || strings.TrimSpace(res.Stdout) != strconv.Itoa(i) {
+					t.Errorf("claim %d: sandbox %s answers %+v %v", i, sb.ShortID(), res, err)
+				}
+				mu.Lock()
+				if seen[sb.ID] {
+					t.Errorf("claim %d: sandbox %s given twice", i, sb.ShortID())
+				}
+				seen[sb.ID] = true
+				if !how.Cold {
+					warm++
+					times = append(times, d)
+				}
+				mu.Unlock()
+				if err := m.Remove(context.Background(), sb.ID, true); err != nil {
+					t.Errorf("remove claimed %s: %v", sb.ShortID(), err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		if t.Failed() {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	cancel()
+	<-fillerDone
+	slices.Sort(times)
+	var median time.Duration
+	if len(times) > 0 {
+		median = times[len(times)/2]
+	}
+	t.Logf("%d claims from a pool of 32: %d warm (claim-to-ready median %v), %d cold", n, warm, median, n-warm)
 }
