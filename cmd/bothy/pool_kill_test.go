@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -119,4 +120,95 @@ func (k *killEnv) poolMember(pool string) string {
 	}
 	k.t.Fatalf("no sandbox waits in pool %s", pool)
 	return ""
+}
+
+// waitFilled waits until pool has all its members ready and no filler
+// at work (the detached bothy pool fill has exited).
+func (k *killEnv) waitFilled(pool string) {
+	k.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var pools []sandbox.Pool
+		if err := json.Unmarshal([]byte(k.ok("pool", "ls", "--format", "json")), &pools); err != nil {
+			k.t.Fatal(err)
+		}
+		for _, p := range pools {
+			if p.Name == pool && p.Ready == p.Size && !p.Filler {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("pool %s not refilled: %+v", pool, pools)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPoolCLI: bothy pool create, ls; bothy run --pool with a command
+// and with -d, given its name, environment, working directory and labels;
+// the refill by a detached process that exits once the pool is full; a
+// cold start from an empty pool, said on stderr; the run flags a claim
+// refuses; ps hides the waiting sandboxes, ps -a shows them.
+func TestPoolCLI(t *testing.T) {
+	k := newKillEnv(t, true)
+	k.ok("pool", "create", "web", "--size", "1", "-e", "A=1")
+	if out := k.ok("pool", "ls"); !strings.Contains(out, "web") {
+		t.Fatalf("pool ls: %q", out)
+	}
+	if out := k.ok("ps"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("ps lists a waiting sandbox:\n%s", out)
+	}
+	if out := k.ok("ps", "-a"); strings.Count(out, "\n") != 2 {
+		t.Fatalf("ps -a does not list the waiting sandbox:\n%s", out)
+	}
+	out := k.ok("run", "--pool", "web", "--name", "x", "-e", "B=2", "-w", "/srv", "--label", "team=ml", "--", "sh", "-c", "echo $A $B; pwd")
+	if out != "1 2\n/srv\n" {
+		t.Fatalf("run --pool: %q", out)
+	}
+	var sbs []sandbox.Sandbox
+	if err := json.Unmarshal([]byte(k.ok("inspect", "x")), &sbs); err != nil || len(sbs) != 1 {
+		t.Fatal(err)
+	}
+	sb := sbs[0]
+	if sb.FromPool != "web" || sb.Labels["team"] != "ml" || sb.Pool != "" {
+		t.Fatalf("claimed record: from %q labels %v pool %q", sb.FromPool, sb.Labels, sb.Pool)
+	}
+	// The claim's refill ran detached, and exited once the pool was full.
+	k.waitFilled("web")
+	id := strings.TrimSpace(k.ok("run", "--pool", "web", "-d", "--name", "y"))
+	for _, ref := range []string{"y", id} {
+		if got := strings.TrimSpace(k.ok("exec", ref, "--", "sh", "-c", "echo $A")); got != "1" {
+			t.Fatalf("exec in a claimed sandbox: %q", got)
+		}
+	}
+	k.waitFilled("web")
+	// Empty: a cold start, said so.
+	k.ok("rm", "-f", k.poolMember("web"))
+	_, errOut, err := k.bothy("run", "--pool", "web", "-d", "--name", "z", "-e", "C=3")
+	if err != nil || !strings.Contains(errOut, "pool web has no sandbox ready") || !strings.Contains(errOut, "cold start") {
+		t.Fatalf("claim from an empty pool: %v: %s", err, errOut)
+	}
+	if got := strings.TrimSpace(k.ok("exec", "z", "--", "sh", "-c", "echo $A$C")); got != "13" {
+		t.Fatalf("cold claim's environment: %q", got)
+	}
+	k.waitFilled("web")
+	for _, bad := range [][]string{
+		{"run", "--pool", "web", "--network", "host", "-d"},
+		{"run", "--pool", "web", "-m", "1g", "-d"},
+		{"run", "--pool", "web", "-d", "busybox"},
+		{"run", "--pool", "nosuch", "-d"},
+		{"pool", "create", "web"},
+		{"pool", "create", "bad/name"},
+		{"pool", "create", "n", "--size", "0"},
+	} {
+		if _, errOut, err := k.bothy(bad...); err == nil {
+			t.Errorf("bothy %s succeeded", strings.Join(bad, " "))
+		} else {
+			t.Logf("bothy %s: %s", strings.Join(bad, " "), strings.TrimSpace(errOut))
+		}
+	}
+	k.ok("pool", "rm", "web")
+	if out := k.ok("ps", "-a"); strings.Count(out, "\n") != 4 { // header, x, y, z
+		t.Fatalf("after pool rm:\n%s", out)
+	}
 }
