@@ -290,10 +290,8 @@ func (m *Manager) Claim(ctx context.Context, opts ClaimOptions) (*Sandbox, Claim
 			return nil, how, fmt.Errorf("environment entry %q: give KEY=VALUE", kv)
 		}
 	}
-	rec, err := m.readPool(opts.Pool)
-	if err != nil {
-		return nil, how, err
-	}
+	// The pool's record only for a cold start: a warm claim reads the
+	// members directory and the member's record.
 	ids, err := m.memberIDs(opts.Pool)
 	if err != nil {
 		return nil, how, err
@@ -321,6 +319,10 @@ func (m *Manager) Claim(ctx context.Context, opts ClaimOptions) (*Sandbox, Claim
 	how.Cold, how.ColdReason = true, fmt.Sprintf("pool %s has no sandbox ready", opts.Pool)
 	if opts.NoColdStart {
 		return nil, how, fmt.Errorf("%w: %s", ErrPoolEmpty, opts.Pool)
+	}
+	rec, err := m.readPool(opts.Pool)
+	if err != nil {
+		return nil, how, err
 	}
 	co := rec.Template
 	co.Name, co.APIKey, co.AutoRemove = opts.Name, opts.APIKey, opts.AutoRemove
