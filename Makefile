@@ -178,7 +178,7 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 .PHONY: bench
 # Rootless podman needs the user's subordinate id range, as test-user gives it.
 # BASELINE=REV (a git revision) also measures that revision's CLI, run by run in turn with this one.
-bench: build test-user $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy.
+bench: build test-user $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy; BENCH_ONLY=pool takes only the warm-pool rows.
 	@( $(call apt-install,$(BENCH_PACKAGES)) ) || echo "bench: without $(BENCH_PACKAGES), the table says so" >&2
 	@$(GO) build -tags "$(TAGS)" -o $(BIN)/bench ./internal/tools/bench && chmod a+rx $(BIN)/bench
 	@if [ -n "$(BASELINE)" ]; then \
@@ -187,7 +187,7 @@ bench: build test-user $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print 
 		cd $(BIN)/baseline && $(MAKE) --no-print-directory "$$PWD/bin/bothy" "$$PWD/bin/bothy-images" \
 			"$$PWD/bin/bothy-init" "$$PWD/bin/bothy-executor" >/dev/null && chmod -R a+rX $(BIN)/baseline; \
 	fi
-	@$(BIN)/bench -bin $(BIN) $(if $(BASELINE),-baseline $(BIN)/baseline/bin) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
+	@$(BIN)/bench -bin $(BIN) $(if $(BENCH_ONLY),-only $(BENCH_ONLY)) $(if $(BASELINE),-baseline $(BIN)/baseline/bin) $(if $(filter 0,$(shell id -u)),-user $(TEST_USER))
 
 # A single-node Slurm cluster on this machine (as root), for trying bothy
 # under Slurm by hand: internal/slurmtest starts one of its own.

@@ -66,6 +66,10 @@ type Config struct {
 	// GoMemLimit is $GOMEMLIMIT of the executor's environment: when set,
 	// the Go runtime applies it and MemoryLimit is not.
 	GoMemLimit string
+	// Pool starts the executor in pool mode (see pool.go): Server.APIKey
+	// is then the pre-claim key, and nothing but GET /alive and one POST
+	// /v1/pool/claim is served until the claim.
+	Pool bool
 }
 
 // Run is the executor's life: reaper, socket, main command, readiness,
@@ -96,6 +100,10 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	defer r.Close()
 	opts := cfg.Server
 	opts.Reaper = r
+	if cfg.Pool {
+		cfg.Server = opts
+		return runPool(ctx, cfg, sigs)
+	}
 	s, err := New(opts)
 	if err != nil {
 		return 1, err

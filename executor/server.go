@@ -180,16 +180,32 @@ func (a *activity) LastActive() time.Time { return time.Unix(0, a.last.Load()) }
 // Serve answers on ln until ctx is done or Close is called, then stops
 // accepting, gives open requests a moment and closes them. It closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-s.ctx.Done():
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	return serveHTTP(ctx, ln, s.handler, s.ctx, s.opts)
+}
+
+// serveHTTP answers on ln with h until ctx is done, then stops accepting,
+// gives open requests a moment and closes them. It closes ln. Requests'
+// contexts derive from base.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, base context.Context, opts Options) error {
 	// Each connection costs memory (buffers, a goroutine, its headers):
 	// their number and their headers are capped, and idle ones closed.
-	ln = newLimitListener(ln, s.opts.MaxConns)
+	ln = newLimitListener(ln, opts.MaxConns)
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return s.ctx },
-		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -197,7 +213,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
-	case <-s.ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()

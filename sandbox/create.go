@@ -130,6 +130,9 @@ func (c *creation) checkOptions(context.Context) error {
 	if c.m.opts.Init == "" {
 		return errors.New("bothy-init not found: install it beside the bothy binary or set BOTHY_INIT")
 	}
+	if o.Pool != "" && (o.Name != "" || len(o.Cmd) > 0) {
+		return errors.New("a pool's sandbox takes no name and no command: it gets its name at the claim, and runs nothing before")
+	}
 	c.hostname = o.Name
 	if c.hostname == "" || len(c.hostname) > 63 {
 		c.hostname = c.id[:12]
@@ -322,6 +325,7 @@ func (c *creation) recordSandbox(context.Context) error {
 		Security: o.Security,
 		APIKey:   o.APIKey, SocketIdentity: sockID,
 		Slurm: o.Slurm,
+		Pool:  o.Pool,
 	}
 	if c.imgStore != nil {
 		c.sb.ImageStore = c.imgStore.root
@@ -399,6 +403,9 @@ func (c *creation) writeBundle(context.Context) error {
 // specInput is what the sandbox's runtime spec is rendered from.
 func (c *creation) specInput() specInput {
 	args := []string{ExecutorPath, "--ready-fd", strconv.Itoa(ipc.ExecutorReadyFD), "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
+	if c.opts.Pool != "" {
+		args = append(args, "--pool")
+	}
 	if len(c.opts.Cmd) > 0 {
 		args = append(append(args, "--main-log-fd", strconv.Itoa(ipc.ExecutorMainLogFD), "--"), c.opts.Cmd...)
 	}

@@ -195,6 +195,10 @@ type CreateOptions struct {
 	// Slurm is the Slurm job and step the sandbox is created in (the CLI
 	// reads SLURM_JOB_ID and SLURM_STEP_ID); nil outside a job.
 	Slurm *SlurmJob
+	// Pool, set by a pool's filler only, makes the sandbox a member of
+	// that pool, waiting to be claimed (see Claim): its executor serves
+	// nothing but its claim, authenticated with APIKey, the pre-claim key.
+	Pool string `json:"-"`
 }
 
 // image resolves ref, importing the embedded default image on first use:

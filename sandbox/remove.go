@@ -387,15 +387,20 @@ func destroyCgroups(ctx context.Context, dirs []string) error {
 // gone. A sandbox whose lock is held (its creator, or a stop or rm, is at
 // work) or whose launcher lives is left alone. It returns the IDs removed.
 func (m *Manager) Prune(ctx context.Context) ([]string, error) {
+	// What pools left first (PrunePools): sandboxes of removed pools,
+	// sandboxes killed fillers and claimers left.
+	removed, perr := m.PrunePools(ctx)
 	ids, err := m.paths.ids()
 	if err != nil {
-		return nil, err
+		return removed, errors.Join(perr, err)
 	}
-	var removed []string
-	var errs []error
+	errs := []error{perr}
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return removed, ctx.Err()
+		}
+		if slices.Contains(removed, id) {
+			continue
 		}
 		ok, err := m.pruneOne(ctx, id)
 		if err != nil {

@@ -98,6 +98,10 @@ type Sandbox struct {
 	// published ports, its egress policy, and the host side (veth, rules,
 	// helper) that removal detaches.
 	NetworkAttachment *network.Attachment `json:"network_attachment,omitempty"`
+	// Pool names the pool the sandbox waits in, unclaimed (its APIKey is
+	// then the pre-claim key); FromPool the pool it was claimed from.
+	Pool     string `json:"pool,omitempty"`
+	FromPool string `json:"from_pool,omitempty"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`

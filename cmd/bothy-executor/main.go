@@ -57,6 +57,7 @@ func run(args []string) (int, error) {
 		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
 		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use")
 		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
+		pool         = fs.Bool("pool", false, "pool mode: serve only GET /alive and one POST /v1/pool/claim (authenticated with the key given, which opens nothing else) until claimed; the claim sets the API key, environment and working directory")
 		version      = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -136,6 +137,10 @@ func run(args []string) (int, error) {
 		Main:         fs.Args(),
 		MainLog:      *mainLog,
 		ExitWithMain: *exitWithMain,
+		Pool:         *pool,
+	}
+	if *pool && len(cfg.Main) > 0 {
+		return 2, fmt.Errorf("--pool takes no main command: it would run before the claim")
 	}
 	if *exitWithMain && len(cfg.Main) == 0 {
 		return 2, fmt.Errorf("--exit-with-main needs a main command after --")

@@ -37,6 +37,8 @@ func newRunCmd(g *globals) *cobra.Command {
 		timeout  float64
 		volumes  func() error
 		noChange int
+		pool     string
+		labels   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -72,20 +74,38 @@ func newRunCmd(g *globals) *cobra.Command {
 			} else if noChange > 0 {
 				opts.Env = append(opts.Env, api.NoChangeTimeoutEnv+"="+strconv.Itoa(noChange))
 			}
+			var err error
+			if opts.Labels, err = parseLabels(labels); err != nil {
+				return err
+			}
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
+			create := func() (*sandbox.Sandbox, error) {
+				if pool == "" {
+					return m.Create(cmd.Context(), opts)
+				}
+				return claimFromPool(cmd, g, m, sandbox.ClaimOptions{
+					Pool: pool, Name: opts.Name, Env: opts.Env, Workdir: opts.Workdir, Labels: opts.Labels,
+					APIKey: opts.APIKey, AutoRemove: opts.AutoRemove,
+				}, opts.Image)
+			}
+			if pool != "" && detach && len(argv) > 0 {
+				return fmt.Errorf("--pool -d takes no command: a pool's sandboxes run nothing but what is sent to them (bothy exec)")
+			}
 			// This process is short-lived: let the kernel's cgroup
 			// grace period start now rather than on the critical path.
-			m.WarmCgroups()
+			if pool == "" {
+				m.WarmCgroups()
+			}
 			if detach && tty {
 				return fmt.Errorf("-t needs the command in the foreground: drop -d, or start the sandbox with -d and use bothy exec -it")
 			}
 			if detach {
 				opts.Cmd = argv
 				opts.AutoRemove = rm
-				sb, err := m.Create(cmd.Context(), opts)
+				sb, err := create()
 				if err != nil {
 					return err
 				}
@@ -103,7 +123,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			// While we wait, the sandbox's PID 1 is re-parented to us when
 			// the launcher exits, so we reap it instead of leaving a zombie.
 			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-			sb, err := m.Create(cmd.Context(), opts)
+			sb, err := create()
 			if err != nil {
 				return err
 			}
@@ -146,6 +166,8 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
 	f.IntVar(&noChange, "no-change-timeout", 0, "bash sessions (and OpenHands' run actions) answer after this many `seconds` without new output, the command still running (default 10; sets NO_CHANGE_TIMEOUT_SECONDS)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
+	f.StringVar(&pool, "pool", "", "claim a ready sandbox of this pool (bothy pool create) instead of starting one: it gets --name, -e, -w, --label and --api-key; an empty pool starts one cold, and says so")
+	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	ttyFlag(f, &tty)
 	volumes = volumeFlags(f, &opts)
@@ -319,7 +341,9 @@ func newPsCmd(g *globals) *cobra.Command {
 				if job != "" && !sb.InJob(job) {
 					continue
 				}
-				if all || sb.Status == sandbox.StatusRunning || sb.Status == sandbox.StatusCreating {
+				// A pool's sandboxes waiting for their claim are bothy
+				// pool ls's; -a shows them too.
+				if all || (sb.Status == sandbox.StatusRunning || sb.Status == sandbox.StatusCreating) && sb.Pool == "" {
 					shown = append(shown, sb)
 				}
 			}

@@ -316,3 +316,10 @@ func WaitReady(ctx context.Context, socket string) error {
 		delay = min(delay*2, 50*time.Millisecond)
 	}
 }
+
+// Claim sends POST /v1/pool/claim to an executor started in pool mode;
+// the client's key is the sandbox's pre-claim key. From its answer on, the
+// executor requires claim.APIKey.
+func (c *Client) Claim(ctx context.Context, claim api.PoolClaim) error {
+	return c.call(ctx, "POST", api.PoolClaimPath, claim, nil)
+}

@@ -18,6 +18,9 @@ import (
 	"time"
 )
 
+// only, when set (-only), names the one group of figures to take.
+var only string
+
 type result struct {
 	Mode    string             `json:"mode"` // root or rootless
 	Samples map[string][]int64 `json:"samples"`
@@ -34,6 +37,7 @@ func main() {
 	inner := flag.String("inner", "", "internal: run a runtime loop inside a private mount namespace")
 	podmanJob := flag.String("podman", "", "internal: run the podman measurements (as root inside a private mount and network namespace)")
 	baseline := flag.String("baseline", "", "also measure the bothy CLI of this bin directory (an older build), interleaved run by run with this one")
+	flag.StringVar(&only, "only", "", "measure only this group of figures: pool (the warm-pool claims)")
 	flag.Parse()
 	// The bridge rows' sandboxes (root) on a bridge instance, subnet and
 	// tables of the bench's own: a bothy that runs on the host keeps its
@@ -73,7 +77,7 @@ func main() {
 		home := "/home/" + *user
 		cmd := exec.Command("setpriv", "--reuid", *user, "--regid", *user, "--init-groups",
 			"env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+home, "TMPDIR=/tmp",
-			self, "-bin", abs, "-baseline", base, "-n", fmt.Sprint(*n), "-child")
+			self, "-bin", abs, "-baseline", base, "-n", fmt.Sprint(*n), "-only", only, "-child")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
@@ -142,6 +146,8 @@ func printTable(w *os.File, results []*result, n int) {
 	rows := []struct{ key, label string }{
 		{"ready/bothy", "start-to-ready: `bothy run -d` until /alive answers"},
 		{"ready/bothy-base", "start-to-ready: the baseline build's `bothy run -d`, interleaved"},
+		{"pool/claim", "claim-to-ready from a pool of 32: `Manager.Claim` (name, env, workdir, key) until the executor serves with the claimed key"},
+		{"pool/claim-cli", "claim-to-ready from a pool of 32: `bothy run --pool POOL -d` until it returns (CLI start-up and refill start included)"},
 		{"ready/crun", "start-to-ready: `crun run -d`, same executor, until /alive answers"},
 		{"ready/runc", "start-to-ready: `runc run -d`, same executor, until /alive answers"},
 		{"ready/podman", "start-to-ready: `podman run -d --network none IMAGE sleep 3600` until it returns"},

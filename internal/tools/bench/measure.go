@@ -59,6 +59,11 @@ func measure(bin, baseline string, n int) *result {
 		fatal(fmt.Errorf("%s/busybox.oci.tar missing: run make bench", bin))
 	}
 
+	if only == "pool" {
+		measurePool(r, m, bothy, n)
+		return r
+	}
+
 	logf("%s: sandbox preparation", r.Mode)
 	prep := func(image, key string) {
 		var ids []string
@@ -97,6 +102,7 @@ func measure(bin, baseline string, n int) *result {
 	}
 
 	measureCLI(r, builds, n)
+	measurePool(r, m, bothy, n)
 
 	logf("%s: exec round-trip", r.Mode)
 	if sb, err := runDetached(ctx, m, bothy, "busybox"); err == nil {
