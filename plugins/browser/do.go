@@ -262,14 +262,15 @@ func (s *service) onElement(ctx context.Context, p *rod.Page, el *rod.Element, c
 // findBid returns the element whose bid attribute is bid, in the document
 // or an open shadow root; BrowserGym's error when there is none.
 func findBid(ctx context.Context, p *rod.Page, bid string) (*rod.Element, error) {
-	el, err := p.Context(ctx).ElementByJS(rod.Eval(pageJS, "find", bid))
-	if errors.Is(err, &rod.ElementNotFoundError{}) || err != nil && strings.Contains(err.Error(), "cannot find element") {
-		return nil, fmt.Errorf("ValueError: Could not find element with bid %q", bid)
-	}
+	p = p.Context(ctx)
+	obj, err := p.Evaluate(rod.Eval(pageJS, "find", bid).ByObject())
 	if err != nil {
 		return nil, err
 	}
-	return el, nil
+	if obj.Subtype == proto.RuntimeRemoteObjectSubtypeNull || obj.ObjectID == "" {
+		return nil, fmt.Errorf("ValueError: Could not find element with bid %q", bid)
+	}
+	return p.ElementFromObject(obj)
 }
 
 // evalOn calls fn on the element; a non-empty string it returns is the

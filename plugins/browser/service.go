@@ -118,6 +118,9 @@ func (s *service) addTab(p *rod.Page) error {
 	if err := (proto.PageEnable{}).Call(p); err != nil {
 		return fmt.Errorf("enable page events: %w", err)
 	}
+	if err := p.SetViewport(&proto.EmulationSetDeviceMetricsOverride{Width: viewportWidth, Height: viewportHeight, DeviceScaleFactor: 1}); err != nil {
+		return fmt.Errorf("set the viewport: %w", err)
+	}
 	go p.EachEvent(func(e *proto.PageFrameStartedLoading) {
 		if e.FrameID == p.FrameID {
 			t.loading.Store(1)
