@@ -65,15 +65,13 @@ func findChromium(environ []string) (string, error) {
 }
 
 // chromiumArgs are Chromium's arguments: headless, without its own
-// sandbox (docs/security.md, "Plugins: browser", says why), DevTools on a
-// port of loopback that Chromium chooses and writes to DevToolsActivePort
-// in dir, nothing that calls home.
+// sandbox (docs/security.md, "Plugins: browser", says why), DevTools on
+// the pipe of fds 3 and 4 (no port), nothing that calls home.
 func chromiumArgs(dir string, smallShm bool) []string {
 	args := []string{
 		"--headless=new",
 		"--no-sandbox",
-		"--remote-debugging-address=127.0.0.1",
-		"--remote-debugging-port=0",
+		"--remote-debugging-pipe",
 		"--user-data-dir=" + dir,
 		"--no-first-run",
 		"--no-default-browser-check",
@@ -110,59 +108,59 @@ func shmSmall() bool {
 // chromium is a running Chromium.
 type chromium struct {
 	proc *reap.Proc
-	dir  string // its profile: removed at close
-	log  string // its stderr and stdout
-	ws   string // the browser's DevTools WebSocket URL
+	dir  string      // its profile: removed at close
+	log  string      // its stderr and stdout
+	cdp  *pipeClient // DevTools, over the pipe
 }
 
 // launch starts Chromium through the reaper, in a process group of its
-// own, and waits for its DevTools endpoint until ctx is done.
-func launch(ctx context.Context, env plugins.Env, bin string) (*chromium, error) {
+// own, with the DevTools pipe.
+func launch(env plugins.Env, bin string) (*chromium, error) {
 	dir, err := os.MkdirTemp("", "bothy-browser-")
 	if err != nil {
 		return nil, fmt.Errorf("start chromium: make its profile directory: %w", err)
 	}
 	c := &chromium{dir: dir, log: filepath.Join(dir, "chromium.log")}
+	var files []*os.File // to close once started: Chromium's ends, the log
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	out, err := os.OpenFile(c.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start chromium: %w", err)
 	}
-	defer out.Close()
+	files = append(files, out)
+	inR, inW, err := os.Pipe() // Chromium reads fd 3
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start chromium: %w", err)
+	}
+	files = append(files, inR)
+	outR, outW, err := os.Pipe() // Chromium writes fd 4
+	if err != nil {
+		inW.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start chromium: %w", err)
+	}
+	files = append(files, outW)
 	cmd := exec.Command(bin, chromiumArgs(dir, shmSmall())...)
 	cmd.Env = env.Environ
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.ExtraFiles = []*os.File{inR, outW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c.proc, err = env.Reaper.Start(cmd)
 	if err != nil {
+		inW.Close()
+		outR.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	port := filepath.Join(dir, "DevToolsActivePort")
-	for tick := time.NewTicker(5 * time.Millisecond); ; {
-		if b, err := os.ReadFile(port); err == nil {
-			if p, path, ok := strings.Cut(strings.TrimSpace(string(b)), "\n"); ok && p != "" && strings.HasPrefix(path, "/devtools/browser/") {
-				c.ws = "ws://127.0.0.1:" + p + path
-				tick.Stop()
-				return c, nil
-			}
-		}
-		select {
-		case <-tick.C:
-		case <-c.proc.Done():
-			tick.Stop()
-			st, _ := c.proc.Status()
-			err := fmt.Errorf("start %s: it exited (status %d) before serving DevTools: %s", bin, st.Code(), c.tail())
-			c.close()
-			return nil, err
-		case <-ctx.Done():
-			tick.Stop()
-			err := fmt.Errorf("start %s: DevTools not serving: %w; its log: %s", bin, ctx.Err(), c.tail())
-			c.close()
-			return nil, err
-		}
-	}
+	c.cdp = newPipeClient(outR, inW)
+	return c, nil
 }
 
 // tail is the end of Chromium's log, for an error message.
@@ -182,6 +180,7 @@ func (c *chromium) tail() string {
 // second) and removes its profile.
 func (c *chromium) close() error {
 	defer os.RemoveAll(c.dir)
+	defer c.cdp.close(errors.New("the browser is closed"))
 	if _, done := c.proc.Status(); done {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,8 +101,23 @@ def act(kind, args):
 def median(v):
     v = sorted(v)
     return v[len(v) // 2]
+def cpu_ms():
+    # CPU time of Chromium's processes and the executor serving sock.
+    ticks = 0
+    for pid in os.listdir("/proc"):
+        try:
+            comm = open("/proc/%s/comm" % pid).read().strip()
+            cmd = open("/proc/%s/cmdline" % pid).read()
+            if comm in ("chromium", "chrome") or (sock in cmd and "bothy-executor" in cmd):
+                f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+                ticks += int(f[11]) + int(f[12])
+        except (OSError, ValueError):
+            pass
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
 out = {"first_browse_ms": act("browse", {"url": "http://127.0.0.1:8000/page2.html"})}
+out["start_cpu_ms"] = cpu_ms()
 out["warm_browse_ms"] = median([act("browse", {"url": "http://127.0.0.1:8000/index.html"}) for _ in range(10)])
+out["warm_browse_cpu_ms"] = (cpu_ms() - out["start_cpu_ms"]) / 10
 out["click_ms"] = median([act("browse_interactive", {"browser_actions": "click('18')"}) for _ in range(10)])
 out["noop_ms"] = median([act("browse_interactive", {"browser_actions": "noop(0)"}) for _ in range(10)])
 out["noop_axtree_ms"] = median([act("browse_interactive", {"browser_actions": "noop(0)", "return_axtree": True}) for _ in range(10)])
@@ -193,9 +209,49 @@ func (b *browserSandbox) executor(socket string, flags ...string) *innerExecutor
 }
 
 type innerExecutor struct {
-	b      *browserSandbox
-	socket string
-	id     string // its process in the sandbox's executor
+	b         *browserSandbox
+	socket    string
+	id        string // its process in the sandbox's executor
+	exchanges []recorded
+}
+
+// recorded is one exchange with the inner executor, as
+// executor/testdata/browser-exchanges.json keeps them for the OpenAPI
+// body test (which runs where there is no Chromium).
+type recorded struct {
+	Method   string `json:"method"`
+	Path     string `json:"path"`
+	ReqBody  string `json:"req_body,omitempty"`
+	Status   int    `json:"status"`
+	RespType string `json:"resp_type"`
+	RespBody []byte `json:"resp_body"`
+}
+
+// tinyPNG stands for screenshots in the recorded exchanges.
+const tinyPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+
+// save writes the exchanges to $BOTHY_BROWSER_EXCHANGES, when set, with
+// the screenshots made tiny.
+func (e *innerExecutor) save(t *testing.T) {
+	out := os.Getenv("BOTHY_BROWSER_EXCHANGES")
+	if out == "" {
+		return
+	}
+	shot := regexp.MustCompile(`data:image/png;base64,[A-Za-z0-9+/=]+`)
+	for i := range e.exchanges {
+		if e.exchanges[i].RespType == "image/png" {
+			e.exchanges[i].RespBody, _ = base64.StdEncoding.DecodeString(tinyPNG)
+			continue
+		}
+		e.exchanges[i].RespBody = shot.ReplaceAll(e.exchanges[i].RespBody, []byte("data:image/png;base64,"+tinyPNG))
+	}
+	b, err := json.MarshalIndent(e.exchanges, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // call sends a request to the inner executor and returns its status,
@@ -221,6 +277,7 @@ func (e *innerExecutor) call(method, path string, body any) (int, string, []byte
 	if err != nil {
 		e.b.t.Fatal(err)
 	}
+	e.exchanges = append(e.exchanges, recorded{Method: method, Path: path, ReqBody: string(in), Status: status, RespType: out[1], RespBody: data})
 	return status, out[1], data
 }
 
@@ -425,6 +482,13 @@ func TestBrowserInSandbox(t *testing.T) {
 		t.Fatalf("screenshot: %d %s", status, ctype)
 	}
 	checkPNG(t, "data:image/png;base64,"+base64.StdEncoding.EncodeToString(data))
+	e.save(t)
+
+	// DevTools is on a pipe: nothing listens in the sandbox but the
+	// site's server (127.0.0.1:8000).
+	if listen := b.sh(`awk '$4 == "0A" {print $2}' /proc/net/tcp /proc/net/tcp6`, ""); strings.TrimSpace(listen) != "0100007F:1F40" {
+		t.Errorf("listening TCP sockets in the sandbox: %q, want only the site's", listen)
+	}
 
 	// Chromium runs under the executor and ends with it.
 	if n := strings.TrimSpace(b.sh("pgrep -c chromium || true", "")); n == "0" {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-rod/rod"
-	"github.com/go-rod/rod/lib/cdp"
 	"github.com/go-rod/rod/lib/proto"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
@@ -71,21 +70,23 @@ func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, erro
 	if env.Reaper == nil {
 		return nil, errors.New("start browser: no reaper")
 	}
-	c, err := launch(ctx, env, bin)
+	c, err := launch(env, bin)
 	if err != nil {
 		return nil, err
 	}
 	s := &service{env: env, chrome: c}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	client, err := cdp.StartWithURL(ctx, c.ws, nil)
-	if err != nil {
-		c.close()
-		return nil, fmt.Errorf("start browser: connect to %s: %w", c.ws, err)
+	// The first call waits for Chromium to read its pipe; a Chromium that
+	// exits closes it.
+	stop := context.AfterFunc(ctx, s.cancel)
+	s.b = rod.New().Client(c.cdp).Context(s.ctx).NoDefaultDevice()
+	err = s.b.Connect()
+	if !stop() {
+		err = ctx.Err() // the start's time ran out meanwhile
 	}
-	s.b = rod.New().Client(client).Context(s.ctx).NoDefaultDevice()
-	if err := s.b.Connect(); err != nil {
+	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("start browser: connect: %w", err)
+		return nil, fmt.Errorf("start %s: no DevTools answer: %w; its log: %s", bin, err, c.tail())
 	}
 	pages, err := s.b.Pages()
 	if err != nil {
