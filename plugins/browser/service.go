@@ -289,7 +289,7 @@ func (s *service) run(ctx context.Context, actions string, axtree, props bool) (
 	if actErr != nil {
 		st.Error = actErr.Error()
 	}
-	st.Messages = slices.Clone(s.messages)
+	st.Messages = append([]string{}, s.messages...) // [] when none, never null
 	return st, nil
 }
 
