@@ -1,14 +1,15 @@
 // Package browser is the browser plugin: a headless Chromium for
 // OpenHands' browse and browse_interactive actions. Its recipe installs
-// Debian's chromium into a runtime image. This build of the executor has
-// no browser service yet: Start reports the plugin unavailable, and the
-// executor answers the browse actions as OpenHands does without a browser.
+// Debian's chromium into a runtime image; its service starts that
+// Chromium in the sandbox (through the executor's reaper) and drives it
+// over the DevTools protocol with go-rod, which never downloads a
+// browser. The actions are BrowserGym's high-level action set, the
+// elements named by BrowserGym-style bid attributes, the observation
+// OpenHands' BrowserOutputObservation. Native routes under
+// /plugins/browser/ give the same as JSON.
 package browser
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/plugins"
 )
@@ -33,8 +34,3 @@ func (Plugin) Recipe() plugins.Recipe {
 
 // Actions are OpenHands' browse and browse_interactive.
 func (Plugin) Actions() []string { return []string{api.ActionBrowse, api.ActionBrowseInteractive} }
-
-// Start reports the plugin unavailable: this build has no browser service.
-func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
-	return nil, fmt.Errorf("start browser: %w: this build of bothy-executor has no browser service", plugins.ErrUnavailable)
-}
