@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/executor"
+	"github.com/bothy-sandbox/bothy/plugins"
 )
 
 var (
@@ -63,10 +65,23 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		}
 	}
 	for key := range doc {
-		if !served[key] {
+		if !served[key] && !servedByPlugin(key) {
 			t.Errorf("docs/openapi.yaml documents %s, which is not served", key)
 		}
 	}
+}
+
+// servedByPlugin: a route under /plugins/NAME/ of a plugin bothy ships is
+// its service's (the plugin host serves the prefix, every method); its
+// bodies are checked with the plugin's own recorded answers.
+func servedByPlugin(key string) bool {
+	_, path, _ := strings.Cut(key, " ")
+	rest, ok := strings.CutPrefix(path, "/plugins/")
+	if !ok {
+		return false
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return slices.Contains(plugins.Names(), name)
 }
 
 func TestAPIDocCoversRoutes(t *testing.T) {
