@@ -134,7 +134,8 @@ func TestImageConfig(t *testing.T) {
 		t.Errorf("the server's log on stderr lacks its request: %q", errOut)
 	}
 	// The main process ends: so does the sandbox, with its code.
-	runAs(t, sb, "root", "kill "+mainPid)
+	// (The executor's shutdown may end the kill command too.)
+	_, _ = sb.Client().Run(ctx, api.RunRequest{Cmd: "kill " + mainPid, User: "root", Wait: true, Timeout: 30})
 	if code := waitCode(t, m, "web"); code != 128+15 {
 		t.Errorf("wait: %d, want 143 (SIGTERM)", code)
 	}
@@ -338,30 +339,64 @@ func TestLogsFollow(t *testing.T) {
 }
 
 // TestRename: the new name finds the sandbox, the old one is free again,
-// a name in use is refused.
+// a name in use is refused. (Names that are not hex: an ID prefix resolves
+// too.)
 func TestRename(t *testing.T) {
 	m := newManager(t)
 	ctx := context.Background()
-	a, err := m.Create(ctx, sandbox.CreateOptions{Name: "a", Image: "busybox"})
+	a, err := m.Create(ctx, sandbox.CreateOptions{Name: "old", Image: "busybox"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Create(ctx, sandbox.CreateOptions{Name: "b", Image: "busybox"}); err != nil {
+	if _, err := m.Create(ctx, sandbox.CreateOptions{Name: "other", Image: "busybox"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Rename(ctx, "a", "b"); err == nil {
+	if err := m.Rename(ctx, "old", "other"); err == nil {
 		t.Error("renamed onto a name in use")
 	}
-	if err := m.Rename(ctx, "a", "c"); err != nil {
+	if err := m.Rename(ctx, "old", "new"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := m.Get(ctx, "c"); err != nil || got.ID != a.ID || got.Name != "c" {
-		t.Fatalf("get c: %+v, %v", got, err)
+	if got, err := m.Get(ctx, "new"); err != nil || got.ID != a.ID || got.Name != "new" {
+		t.Fatalf("get new: %+v, %v", got, err)
 	}
-	if _, err := m.Get(ctx, "a"); err == nil {
+	if _, err := m.Get(ctx, "old"); err == nil {
 		t.Error("the old name still resolves")
 	}
-	if _, err := m.Create(ctx, sandbox.CreateOptions{Name: "a", Image: "busybox"}); err != nil {
+	if _, err := m.Create(ctx, sandbox.CreateOptions{Name: "old", Image: "busybox"}); err != nil {
 		t.Errorf("the old name is not free: %v", err)
+	}
+}
+
+// TestTop: the executor is 1, the main process and what commands started
+// are listed with their sandbox pids, and a command line chosen to move a
+// terminal's cursor is escaped.
+func TestTop(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", ImageCommand: true, Cmd: []string{"sleep", "3600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Client().Run(ctx, api.RunRequest{Cmd: `sh -c 'sleep 3601; true' "$(printf 'a\033[2Jb')" & sleep 0.2`, Wait: true, Timeout: 30}); err != nil {
+		t.Fatal(err)
+	}
+	procs, err := m.Top(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	for _, p := range procs {
+		cmds = append(cmds, strconv.Itoa(p.SandboxPid)+" "+p.Cmd)
+		if strings.ContainsRune(p.Cmd, 0x1b) {
+			t.Errorf("escape character in %q", p.Cmd)
+		}
+	}
+	all := strings.Join(cmds, "\n")
+	if len(procs) < 3 || procs[0].SandboxPid != 1 || !strings.HasPrefix(procs[0].Cmd, sandbox.ExecutorPath) || procs[0].Pid != sb.Pid {
+		t.Fatalf("top:\n%s", all)
+	}
+	if !strings.Contains(all, " sleep 3600") || !strings.Contains(all, `a\x1b[2Jb`) {
+		t.Errorf("top lacks the main process or the escaped command line:\n%s", all)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -119,4 +120,39 @@ func newRenameCmd(g *globals) *cobra.Command {
 			return m.Rename(cmd.Context(), args[0], args[1])
 		},
 	}
+}
+
+func newTopCmd(g *globals) *cobra.Command {
+	var format *outputFormat
+	cmd := &cobra.Command{
+		Use:   "top SANDBOX",
+		Short: "List the processes of a running sandbox",
+		Long: `List the processes of a running sandbox, read from the host's /proc: PID is the
+host's pid, SBPID and PPID the sandbox's (1 is the executor), UID the host's uid
+(a subordinate id rootless), TIME user and system CPU time, RSS resident memory.
+Command lines are the sandbox's to choose: control characters are escaped.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			procs, err := m.Top(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format.value == "json" {
+				return writeJSON(cmd.OutOrStdout(), procs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "PID\tSBPID\tPPID\tUID\tTIME\tRSS\tCMD")
+			for _, p := range procs {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Pid, p.SandboxPid, p.PPid, p.UID,
+					p.CPU.Round(10*time.Millisecond), humanSize(p.RSS), p.Cmd)
+			}
+			return tw.Flush()
+		},
+	}
+	format = formatFlag(cmd.Flags(), "table", "json")
+	return cmd
 }

@@ -66,7 +66,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.root, "root", os.Getenv(rootEnv), "keep all state under this directory (default: per-user XDG directories, or /var/lib/bothy and /run/bothy for root)")
 	root.AddCommand(
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
-		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g),
+		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g), newTopCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),
 		newVolumeCmd(g), newDiffCmd(g),
 	)
