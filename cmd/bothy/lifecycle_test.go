@@ -52,9 +52,16 @@ func TestDockerHabits(t *testing.T) {
 	if out := c.ok("ps", "-a"); !strings.Contains(out, "exited (143)") || !strings.Contains(out, "site") {
 		t.Errorf("ps -a:\n%s", out)
 	}
+	// The scripting habit: IDs only.
+	if out := c.ok("ps", "-aq"); len(strings.TrimSpace(out)) != 12 {
+		t.Errorf("ps -aq: %q, want one short ID", out)
+	}
+	if out := c.ok("images", "-q"); len(strings.Fields(out)) != 1 || len(strings.TrimSpace(out)) != 12 {
+		t.Errorf("images -q: %q, want httpd's short ID", out)
+	}
 	// Foreground, without --: the image's command; with --entrypoint and
 	// arguments: Docker's composition.
-	if out := c.ok("run", "--rm", "--entrypoint", "/bin/sh", "httpd:latest", "-c", "echo $GREETING; id -u"); out != "from the image\n101\n" {
+	if out := c.ok("run", "--rm", "--entrypoint", "/bin/sh", "httpd:latest", "--", "-c", "echo $GREETING; id -u"); out != "from the image\n101\n" {
 		t.Errorf("run --entrypoint: %q", out)
 	}
 	if _, errOut, code := c.run("", "run", "--rm", "--restart", "on-failure", "httpd:latest"); code == 0 || !strings.Contains(errOut, "-d") {

@@ -300,7 +300,7 @@ job control) are not reached: they run until they exit or the sandbox
 stops.`
 
 func newPsCmd(g *globals) *cobra.Command {
-	var all bool
+	var all, quiet bool
 	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "ps",
@@ -321,6 +321,12 @@ func newPsCmd(g *globals) *cobra.Command {
 					shown = append(shown, sb)
 				}
 			}
+			if quiet {
+				for _, sb := range shown {
+					fmt.Fprintln(cmd.OutOrStdout(), sb.ShortID())
+				}
+				return nil
+			}
 			if format.value == "json" {
 				// The keys are for inspect only.
 				out := make([]sandbox.Sandbox, len(shown))
@@ -340,6 +346,7 @@ func newPsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print sandbox IDs only, one a line (bothy ps -aq | xargs bothy rm -f)")
 	format = formatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
