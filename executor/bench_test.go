@@ -9,6 +9,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/client"
 )
 
 // BenchmarkRunTrue is the round trip of POST /v1/processes {"argv":["true"],
@@ -77,6 +78,71 @@ func BenchmarkForkExecTrue(b *testing.B) {
 		r.Close()
 		if _, err := p.Wait(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPtyKeystroke is the round trip of one key through an attached
+// terminal: an input frame in, the terminal's echo back as an output frame
+// (cat on a cooked terminal; the executor in-process, over the Unix
+// socket).
+func BenchmarkPtyKeystroke(b *testing.B) {
+	benchKeystroke(b, func(ts *testServer, id string) func(byte) {
+		conn, err := ts.c.AttachPty(testCtx(b), id, client.AttachOptions{KillOnClose: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		return func(k byte) {
+			conn.Write([]byte{k})
+		}
+	}, func(ts *testServer, id string) io.Reader {
+		pr, pw := io.Pipe()
+		conn, err := ts.c.AttachPty(testCtx(b), id, client.AttachOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		go func() { conn.Copy(pw); pw.Close() }()
+		return pr
+	})
+}
+
+// BenchmarkPtyKeystrokeREST is BenchmarkPtyKeystroke with a POST per key
+// and the output followed as NDJSON events.
+func BenchmarkPtyKeystrokeREST(b *testing.B) {
+	benchKeystroke(b, func(ts *testServer, id string) func(byte) {
+		return func(k byte) {
+			if err := ts.c.WritePty(testCtx(b), id, []byte{k}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}, func(ts *testServer, id string) io.Reader {
+		pr, pw := io.Pipe()
+		go func() {
+			ts.c.PtyOutput(testCtx(b), id, 0, true, func(ev *api.Event) error {
+				_, err := pw.Write(ev.Bytes())
+				return err
+			})
+			pw.Close()
+		}()
+		return pr
+	})
+}
+
+func benchKeystroke(b *testing.B, typer func(*testServer, string) func(byte), reader func(*testServer, string) io.Reader) {
+	ts := newServer(b, executor.Options{})
+	st, err := ts.c.CreatePty(testCtx(b), api.PtyRequest{Argv: []string{"cat"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := reader(ts, st.ID)
+	typ := typer(ts, st.ID)
+	buf := make([]byte, 1)
+	for b.Loop() {
+		typ('x')
+		if _, err := io.ReadFull(out, buf); err != nil || buf[0] != 'x' {
+			b.Fatalf("echo %q %v", buf, err)
 		}
 	}
 }

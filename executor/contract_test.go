@@ -9,6 +9,7 @@ package executor_test
 // a server, the recorder of exchanges, and an ordered JSON tree.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -291,6 +292,15 @@ func (w *recordingWriter) Write(b []byte) (int, error) {
 }
 
 func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack records a connection taken over after an upgrade as a 101.
+func (w *recordingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return conn, brw, err
+}
 
 // An ordered JSON tree: objects keep their keys in the order the server
 // wrote them, so that golden files pin the order too. Values are

@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -143,12 +144,17 @@ func TestOpenAPISchemas(t *testing.T) {
 	starting := &contractPlugin{name: "browser", actions: []string{api.ActionBrowse, api.ActionBrowseInteractive}, ready: make(chan struct{})}
 	jupyter := &contractPlugin{name: "jupyter", actions: []string{api.ActionRunIPython}}
 	vscode := &contractPlugin{name: "vscode", token: "vs-token"}
+	netInfo := filepath.Join(t.TempDir(), "network.json")
+	if err := os.WriteFile(netInfo, []byte(`{"mode":"bridge","driver":"bridge","address":"10.77.0.2/16","gateway":"10.77.0.1","ports":[{"host_ip":"127.0.0.1","host_port":20001,"container_port":8000,"protocol":"tcp"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c := contractServer(t, executor.Options{
-		APIKey: "contract-key", Cwd: dir, NoChangeTimeout: 5 * time.Second, MaxRequestBody: 64 << 10, MaxUpload: 64 << 10,
+		APIKey: "contract-key", Cwd: dir, NetworkInfo: netInfo, NoChangeTimeout: 5 * time.Second, MaxRequestBody: 64 << 10, MaxUpload: 64 << 10,
 		Plugins: []plugins.Plugin{starting, jupyter, vscode}, EagerPlugins: true,
 	}, rec)
 	exerciseInfo(t, c)
 	exerciseProcesses(t, c, dir)
+	exercisePtys(t, c, dir)
 	exerciseSessions(t, c, dir)
 	exerciseFiles(t, c, dir)
 	exerciseOpenHands(t, c, dir)
@@ -514,4 +520,45 @@ func exerciseOpenHands(t *testing.T, c *contractConn, dir string) {
 	c.expect(t, 200, "GET", "/download_files?path="+q(filepath.Join(dir, "notes.txt")), "")
 	c.expect(t, 404, "GET", "/download_files?path="+q(filepath.Join(dir, "nope")), "")
 	c.expect(t, 400, "GET", "/download_files?path=rel", "")
+}
+
+func exercisePtys(t *testing.T, c *contractConn, dir string) {
+	ctx := contractCtx(t)
+	gc := c.goClient(t)
+	c.expect(t, 200, "GET", "/v1/ptys", "")
+	rep := c.expect(t, 201, "POST", "/v1/ptys", `{"argv":["cat"],"env":{"K":"V"},"cwd":"`+dir+`","rows":30,"cols":100}`)
+	id := jsonField(t, rep.body, "id")
+	c.expect(t, 200, "GET", "/v1/ptys", "")
+	c.expect(t, 200, "GET", "/v1/ptys/"+id, "")
+	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/input", `{"data":"hi\n"}`)
+	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/input", `{"b64":"/w=="}`)
+	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/input", "x\n", "Content-Type", "application/octet-stream")
+	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/resize", `{"rows":40,"cols":120}`)
+	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/wait?timeout=0", "")
+	c.expect(t, 200, "GET", "/v1/ptys/"+id+"/output", "")
+	c.expect(t, 400, "GET", "/v1/ptys/"+id+"/output?offset=-1", "")
+	c.expect(t, 400, "POST", "/v1/ptys/"+id+"/resize", `{"rows":0,"cols":120}`, inv...)
+	c.expect(t, 400, "POST", "/v1/ptys/"+id+"/signal", `{"signal":"SIGNOPE"}`)
+	c.expect(t, 400, "GET", "/v1/ptys/"+id+"/attach", "")
+	conn, err := gc.AttachPty(ctx, id, client.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("\x04")) // EOF: cat exits
+	if st, err := conn.Copy(io.Discard); err != nil || *st.ExitCode != 0 {
+		t.Fatalf("attached cat: %+v %v", st, err)
+	}
+	conn.Close()
+	c.expect(t, 200, "GET", "/v1/ptys/"+id+"/output?follow=1", "")
+	c.expect(t, 409, "POST", "/v1/ptys/"+id+"/input", `{"data":"late"}`)
+	c.expect(t, 409, "POST", "/v1/ptys/"+id+"/signal", `{"signal":"SIGINT"}`)
+	c.expect(t, 200, "DELETE", "/v1/ptys/"+id, "")
+	c.expect(t, 404, "GET", "/v1/ptys/"+id, "")
+	c.expect(t, 400, "POST", "/v1/ptys", `{"argv":["/nonexistent/prog"]}`)
+	c.expect(t, 400, "POST", "/v1/ptys", `{"rows":70000}`, inv...)
+	// A signal reaches the foreground group.
+	rep = c.expect(t, 201, "POST", "/v1/ptys", `{"cmd":"sleep 30"}`)
+	id = jsonField(t, rep.body, "id")
+	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/signal", `{"signal":"SIGTERM"}`)
+	c.expect(t, 200, "POST", "/v1/ptys/"+id+"/wait", "")
 }

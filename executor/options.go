@@ -117,6 +117,10 @@ type Options struct {
 	// Cgroup reads the sandbox's cgroup (memory, CPU, I/O, OOM kills);
 	// nil means cgroup.Default, the one at /sys/fs/cgroup.
 	Cgroup cgroup.Reader
+	// NetworkInfo is the file the host writes the sandbox's attached
+	// network to, read for /v1/info and /server_info (api.NetworkInfoPath
+	// when empty).
+	NetworkInfo string
 }
 
 // withDefaults returns o with every zero field set to its default.

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/editorserver"
 	"github.com/bothy-sandbox/bothy/executor/fileserver"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
@@ -9,6 +10,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/openhands"
 	"github.com/bothy-sandbox/bothy/executor/plugin"
 	"github.com/bothy-sandbox/bothy/executor/processes"
+	"github.com/bothy-sandbox/bothy/executor/ptys"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/executor/sessions"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -20,6 +22,7 @@ import (
 type services struct {
 	info      *info.Service
 	procs     *processes.Service
+	ptys      *ptys.Service
 	sessions  *sessions.Service
 	files     *fileserver.Service
 	editor    *editorserver.Service
@@ -50,6 +53,10 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 		return s, err
 	}
 	s.plugins, s.procs = plugins, procs
+	s.ptys = ptys.New(ptys.Options{
+		Env: o.Env, Shell: o.Shell, MaxPtys: ptys.DefaultMaxPtys, MaxFinished: o.MaxFinished,
+		MaxRetained: o.MaxRetained, WaitDelay: o.WaitDelay, Reaper: r, Bodies: bodies, Log: o.Logger,
+	})
 	s.sessions = sessions.New(sessions.Options{
 		Cwd: o.Cwd, Env: o.Env, NoChangeTimeout: o.NoChangeTimeout, MaxSessions: o.MaxSessions,
 		Reaper: r, Bodies: bodies, Cgroup: o.Cgroup, User: o.User,
@@ -62,7 +69,7 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 	})
 	s.info = info.New(info.Options{
 		Version: Version, Reaper: r.Mode().String(), Activity: active,
-		Processes: s.procs, Plugins: s.plugins, Cgroup: o.Cgroup,
+		Processes: running{s.procs, s.ptys}, Plugins: s.plugins, Cgroup: o.Cgroup, NetworkInfo: o.NetworkInfo,
 	})
 	return s, nil
 }
@@ -74,16 +81,26 @@ var (
 	_ openhands.Editor    = (*editorserver.Service)(nil)
 	_ openhands.Downloads = (*fileserver.Service)(nil)
 	_ openhands.Plugins   = (*plugin.Host)(nil)
-	_ info.Processes      = (*processes.Service)(nil)
+	_ info.Processes      = running{}
 	_ info.Plugins        = (*plugin.Host)(nil)
 )
+
+// running reports to the info service the processes started through the
+// API and the programs on terminals.
+type running struct {
+	procs *processes.Service
+	ptys  *ptys.Service
+}
+
+func (r running) Running() int        { return r.procs.Running() + r.ptys.Running() }
+func (r running) Main() *api.MainInfo { return r.procs.Main() }
 
 // routes is the route table: /alive first (info), the native API, the
 // OpenHands dialect, the plugins.
 func (s services) routes() []Route {
 	var rts []Route
 	for _, list := range [][]Route{
-		s.info.Routes(), s.procs.Routes(), s.sessions.Routes(), s.files.Routes(), s.editor.Routes(),
+		s.info.Routes(), s.procs.Routes(), s.ptys.Routes(), s.sessions.Routes(), s.files.Routes(), s.editor.Routes(),
 		s.openhands.Routes(), s.plugins.Routes(),
 	} {
 		rts = append(rts, list...)
@@ -94,6 +111,7 @@ func (s services) routes() []Route {
 // shutdown makes the services that start processes refuse new ones.
 func (s services) shutdown() {
 	s.procs.Shutdown()
+	s.ptys.Shutdown()
 	s.sessions.Shutdown()
 }
 
@@ -101,5 +119,6 @@ func (s services) shutdown() {
 func (s services) close() {
 	s.plugins.Close()
 	s.procs.Close()
+	s.ptys.Close()
 	s.sessions.Close()
 }

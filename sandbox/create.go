@@ -3,6 +3,7 @@ package sandbox
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
@@ -372,7 +374,12 @@ func (c *creation) setupNetwork(ctx context.Context) error {
 // writeBundle writes the /etc files and the runtime spec (config.json)
 // that the launcher reads once told to run.
 func (c *creation) writeBundle(context.Context) error {
-	if err := writeEtc(filepath.Join(c.dir, "etc"), c.net.Etc.Files()); err != nil {
+	etc := c.net.Etc.Files()
+	if c.net.Attach != nil {
+		// Bound read-only at api.NetworkInfoPath, filled in once attached.
+		etc[networkInfoFile] = "{}\n"
+	}
+	if err := writeEtc(filepath.Join(c.dir, "etc"), etc); err != nil {
 		return err
 	}
 	spec, err := buildSpec(c.specInput())
@@ -459,7 +466,11 @@ func (c *creation) attachNetwork(ctx context.Context, pid int) error {
 	}
 	// The file bound at /etc/resolv.conf, rewritten in place: the mount
 	// is made, and nothing in the sandbox has run yet.
-	if err := writeEtc(filepath.Join(c.dir, "etc"), map[string]string{"resolv.conf": a.ResolvConf()}); err != nil {
+	info, err := json.Marshal(networkInfo(c.net.Mode, a))
+	if err != nil {
+		return err
+	}
+	if err := writeEtc(filepath.Join(c.dir, "etc"), map[string]string{"resolv.conf": a.ResolvConf(), networkInfoFile: string(info) + "\n"}); err != nil {
 		return err
 	}
 	trace.Mark("bothy", "network attached")
@@ -530,4 +541,25 @@ func (l initLauncher) start(ctx context.Context, sb *Sandbox, dir string, req *i
 		return nil, err
 	}
 	return lp, nil
+}
+
+// networkInfoFile is the file of the sandbox's etc directory bound at
+// api.NetworkInfoPath, where its executor reads its attached network.
+const networkInfoFile = "network.json"
+
+// networkInfo is what the sandbox's executor reports of its attached
+// network (GET /v1/info, /server_info): so that an agent can tell its
+// user where a published port is.
+func networkInfo(mode network.Mode, a *network.Attachment) *api.NetworkInfo {
+	n := &api.NetworkInfo{Mode: string(mode), Driver: string(a.Driver)}
+	if a.Address.IsValid() {
+		n.Address = a.Address.String()
+	}
+	if a.Gateway.IsValid() {
+		n.Gateway = a.Gateway.String()
+	}
+	for _, p := range a.Ports {
+		n.Ports = append(n.Ports, api.PublishedPort{HostIP: p.HostIP.String(), HostPort: int(p.HostPort), ContainerPort: int(p.ContainerPort), Protocol: p.Proto})
+	}
+	return n
 }

@@ -161,6 +161,9 @@ func TestNetworkAttached(t *testing.T) {
 	if out, err := fetchIn(none, url); err == nil {
 		t.Errorf("a sandbox on none fetched %q", out)
 	}
+	if info, err := none.Client().Info(context.Background()); err != nil || info.Network != nil {
+		t.Errorf("info on none: network %+v, %v; want none", info.Network, err)
+	}
 	for _, mode := range []string{"bridge", "pasta", "slirp4netns"} {
 		t.Run(mode, func(t *testing.T) {
 			sb := e.create(sandbox.CreateOptions{Network: network.Options{Mode: mode, Publish: []string{"8000"}}, Cmd: httpdCmd("inside-" + mode)})
@@ -181,6 +184,17 @@ func TestNetworkAttached(t *testing.T) {
 			}
 			if out, err := fetchHost(publishedURL(t, sb)); err != nil || out != "inside-"+mode {
 				t.Errorf("published port: %q %v", out, err)
+			}
+			// The executor reports the network and its published port,
+			// from the file the host wrote read-only before it started.
+			si, err := sb.Client().ServerInfo(context.Background())
+			if err != nil || si.Network == nil || si.Network.Mode != mode || si.Network.Driver != string(wantDriver) ||
+				len(si.Network.Ports) != 1 || si.Network.Ports[0].HostPort != int(a.Ports[0].HostPort) || si.Network.Ports[0].ContainerPort != 8000 ||
+				si.Network.Address != a.Address.String() {
+				t.Errorf("server_info network %+v (%v), want %s on %s with %v", si.Network, err, mode, wantDriver, a.Ports)
+			}
+			if res, err := sb.Client().Run(context.Background(), api.RunRequest{Cmd: "echo x > " + api.NetworkInfoPath, Wait: true, Timeout: 10}); err != nil || res.ExitCode == 0 {
+				t.Errorf("the network's description written from inside: %v %+v", err, res)
 			}
 			if got := run(t, sb, "cat /etc/resolv.conf"); got != strings.TrimSpace(a.ResolvConf()) || got == "" {
 				t.Errorf("resolv.conf %q, want %q", got, a.ResolvConf())

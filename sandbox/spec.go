@@ -9,6 +9,7 @@ import (
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/internal/disk"
 	"github.com/bothy-sandbox/bothy/network"
 )
@@ -17,8 +18,10 @@ import (
 const (
 	// ExecutorPath is where the executor binary is bind-mounted, read-only.
 	// Nothing else of bothy's is mounted into a sandbox but /etc/hosts,
-	// /etc/hostname, /etc/resolv.conf and, with a main process, MainDir:
-	// the executor's socket is inherited (see listenSocket).
+	// /etc/hostname, /etc/resolv.conf, with a main process MainDir, and,
+	// on an attached network, the network's description
+	// (api.NetworkInfoPath, read-only): the executor's socket is inherited
+	// (see listenSocket).
 	ExecutorPath = "/.bothy/bin/bothy-executor"
 )
 
@@ -124,6 +127,9 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	)
 	if in.MainDir != "" {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: MainDir, Type: "bind", Source: in.MainDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	}
+	if in.Network.Attach != nil {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: api.NetworkInfoPath, Type: "bind", Source: filepath.Join(in.EtcDir, networkInfoFile), Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 	}
 	spec.Mounts = append(spec.Mounts, in.Mounts...)
 	return spec, nil

@@ -33,6 +33,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		detach     bool
 		rm         bool
 		stdin      bool
+		tty        bool
 		timeout    float64
 		volumes    func() error
 		keep       bool
@@ -83,6 +84,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			// This process is short-lived: let the kernel's cgroup
 			// grace period start now rather than on the critical path.
 			m.WarmCgroups()
+			if detach && tty {
+				return fmt.Errorf("-t needs the command in the foreground: drop -d, or start the sandbox with -d and use bothy exec -it")
+			}
 			if opts.EntrypointSet = cmd.Flags().Changed("entrypoint"); opts.EntrypointSet && entrypoint != "" {
 				opts.Entrypoint = []string{entrypoint}
 			}
@@ -101,6 +105,11 @@ func newRunCmd(g *globals) *cobra.Command {
 			if opts.Restart != "" && opts.Restart != "no" {
 				return fmt.Errorf("--restart applies to a sandbox's main process: use it with -d")
 			}
+			if tty {
+				if err := checkTTY(cmd, stdin); err != nil {
+					return err
+				}
+			}
 			// The image's command, composed with CMD and --entrypoint,
 			// run through the executor as the sandbox's default user.
 			opts.Cmd = argv
@@ -108,8 +117,8 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			opts.Cmd = nil
-			if len(argv) == 0 {
-				return fmt.Errorf("nothing to run: the image has no command; give one after --, or -d to start the sandbox in the background")
+			if len(argv) == 0 && !tty {
+				return fmt.Errorf("nothing to run: the image has no command; give one after --, -it for a shell, or -d to start the sandbox in the background")
 			}
 			// While we wait, the sandbox's PID 1 is re-parented to us when
 			// the launcher exits, so we reap it instead of leaving a zombie.
@@ -119,7 +128,13 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			warnIgnoredLimits(cmd, sb)
-			code, runErr := streamCommand(cmd, sb, argv, stdin, timeout)
+			var code int
+			var runErr error
+			if tty {
+				code, runErr = terminalCommand(cmd, sb, ttyRequest{argv: argv, timeout: timeout, interactive: stdin})
+			} else {
+				code, runErr = streamCommand(cmd, sb, argv, stdin, timeout)
+			}
 			ctx := cmd.Context()
 			if ctx.Err() != nil {
 				ctx = context.WithoutCancel(ctx)
@@ -155,6 +170,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&entrypoint, "entrypoint", "", "replace the image's Entrypoint with this program (and drop the image's Cmd; CMD gives its arguments); \"\" for none")
 	f.BoolVar(&keep, "keep", false, "with -d: keep the sandbox running (the executor serving) after its main process exits")
 	f.StringVar(&opts.Restart, "restart", "no", "with -d: restart the main process when it fails: no, on-failure or on-failure:N (at most N times); the executor restarts it, no daemon")
+	ttyFlag(f, &tty)
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
 	return cmd
@@ -163,6 +179,7 @@ func newRunCmd(g *globals) *cobra.Command {
 func newExecCmd(g *globals) *cobra.Command {
 	var (
 		stdin   bool
+		tty     bool
 		env     []string
 		workdir string
 		timeout float64
@@ -186,7 +203,12 @@ func newExecCmd(g *globals) *cobra.Command {
 			if sb.Status != sandbox.StatusRunning {
 				return fmt.Errorf("sandbox %s is %s: start a new one with bothy run", sb.ShortID(), sb.Status)
 			}
-			code, err := streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir, user)
+			var code int
+			if tty {
+				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, timeout: timeout, interactive: stdin})
+			} else {
+				code, err = streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir, user)
+			}
 			if err != nil {
 				return err
 			}
@@ -199,6 +221,7 @@ func newExecCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	commandFlags(f, &stdin, &env, &workdir, &timeout)
 	f.StringVarP(&user, "user", "u", "", "run as NAME|UID[:GROUP|GID] of the sandbox's /etc/passwd and /etc/group; root for root (default: the sandbox's user, the image's User or run's --user)")
+	ttyFlag(f, &tty)
 	deprecatedAPIKey(f)
 	return cmd
 }

@@ -306,6 +306,36 @@ type Info struct {
 	// subreaper) or "per-process".
 	Reaper string    `json:"reaper"`
 	Main   *MainInfo `json:"main,omitempty"`
+	// Network is the sandbox's attached network (bridge, pasta,
+	// slirp4netns) as the host set it up: absent on none and host.
+	Network *NetworkInfo `json:"network,omitempty"`
+}
+
+// NetworkInfoPath is where the host puts the sandbox's NetworkInfo, read
+// only, for the executor to report: written before the executor starts.
+const NetworkInfoPath = "/.bothy/network.json"
+
+// NetworkInfo is the sandbox's attached network: its address and what the
+// host publishes of it, so that an agent can tell its user the URL.
+type NetworkInfo struct {
+	// Mode is the --network mode (bridge, bridge:NAME, pasta, slirp4netns).
+	Mode string `json:"mode"`
+	// Driver is what attaches it: bridge, pasta or slirp4netns.
+	Driver string `json:"driver"`
+	// Address is the sandbox's, with its prefix length.
+	Address string `json:"address,omitempty"`
+	Gateway string `json:"gateway,omitempty"`
+	// Ports are the published ports.
+	Ports []PublishedPort `json:"ports,omitempty"`
+}
+
+// PublishedPort is a port of the sandbox published on the host:
+// HostIP:HostPort reaches ContainerPort.
+type PublishedPort struct {
+	HostIP        string `json:"host_ip"`
+	HostPort      int    `json:"host_port"`
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol"`
 }
 
 // User is the identity the executor runs as.

@@ -207,6 +207,9 @@ type ServerInfo struct {
 	Resources Resources `json:"resources"`
 	// Plugins is the state of each enabled plugin; absent when none is.
 	Plugins []PluginState `json:"plugins,omitempty"`
+	// Network is the sandbox's attached network and its published ports;
+	// absent on none and host.
+	Network *NetworkInfo `json:"network,omitempty"`
 }
 
 // Resources are OpenHands' get_system_stats, for the whole sandbox (its

@@ -109,6 +109,11 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
+	return nil, answerError(resp)
+}
+
+// answerError reads an error answer into an *api.Error and closes it.
+func answerError(resp *http.Response) error {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var eb api.ErrorBody
@@ -116,7 +121,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		eb.Error = &api.Error{Code: "http_" + strconv.Itoa(resp.StatusCode), Message: string(bytes.TrimSpace(b))}
 	}
 	eb.Error.Status = resp.StatusCode
-	return nil, eb.Error
+	return eb.Error
 }
 
 // call sends a JSON request and decodes the JSON answer into out (if not
@@ -249,6 +254,11 @@ func (c *Client) Output(ctx context.Context, id string, offset int64, follow boo
 	if follow {
 		path += "&follow=1"
 	}
+	return c.readEvents(ctx, path, id, offset, fn)
+}
+
+// readEvents reads the output events of GET path, from offset.
+func (c *Client) readEvents(ctx context.Context, path, id string, offset int64, fn func(*api.Event) error) (int64, error) {
 	req, err := c.newRequest(ctx, "GET", path, nil)
 	if err != nil {
 		return offset, err

@@ -8,6 +8,7 @@
 package info
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/user"
@@ -51,6 +52,9 @@ type Options struct {
 	Plugins   Plugins
 	// Cgroup reads the sandbox's cgroup (cgroup.Default when nil).
 	Cgroup cgroup.Reader
+	// NetworkInfo is the file the host writes the sandbox's network to
+	// (api.NetworkInfoPath when empty).
+	NetworkInfo string
 }
 
 // Service serves the info routes.
@@ -60,6 +64,9 @@ type Service struct{ opts Options }
 func New(opts Options) *Service {
 	if opts.Cgroup == nil {
 		opts.Cgroup = cgroup.Default
+	}
+	if opts.NetworkInfo == "" {
+		opts.NetworkInfo = api.NetworkInfoPath
 	}
 	return &Service{opts: opts}
 }
@@ -113,6 +120,7 @@ func (s *Service) Info() *api.Info {
 		Processes:     s.opts.Processes.Running(),
 		Reaper:        s.opts.Reaper,
 		Main:          s.opts.Processes.Main(),
+		Network:       s.network(),
 	}
 	info.Hostname, _ = os.Hostname()
 	info.User = api.User{UID: os.Getuid(), GID: os.Getgid()}
@@ -129,6 +137,22 @@ func (s *Service) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 		IdleTime:  now.Sub(s.opts.Activity.LastActive()).Seconds(),
 		Resources: s.resources(r.Context()),
 		Plugins:   s.opts.Plugins.States(),
+		Network:   s.network(),
 	}
 	httpapi.WriteJSON(w, http.StatusOK, &info)
+}
+
+// network reads the sandbox's network as the host wrote it, nil when there
+// is none (no file: none or host; an empty object before the host attached
+// it).
+func (s *Service) network() *api.NetworkInfo {
+	b, err := os.ReadFile(s.opts.NetworkInfo)
+	if err != nil {
+		return nil
+	}
+	var n api.NetworkInfo
+	if json.Unmarshal(b, &n) != nil || n.Mode == "" {
+		return nil
+	}
+	return &n
 }

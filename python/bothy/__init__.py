@@ -46,6 +46,7 @@ from .models import (
     FileInfo,
     Info,
     ProcessState,
+    PtyState,
     RunResult,
     SessionInfo,
     SessionMetadata,
@@ -53,13 +54,14 @@ from .models import (
     Stats,
     UploadResult,
 )
-from .sandbox import Editor, Files, Process, Sandbox, Session
+from .sandbox import Editor, Files, Process, Sandbox, Session, Terminal
 
 __all__ = [
     "__version__",
     "Sandbox",
     "Process",
     "Session",
+    "Terminal",
     "Files",
     "Editor",
     "AsyncSandbox",
@@ -94,6 +96,7 @@ __all__ = [
     "FileInfo",
     "Info",
     "ProcessState",
+    "PtyState",
     "RunResult",
     "SessionInfo",
     "SessionMetadata",

@@ -25,6 +25,7 @@ from .models import (
     FileInfo,
     Info,
     ProcessState,
+    PtyState,
     RunResult,
     SessionInfo,
     SessionResult,
@@ -369,6 +370,43 @@ def write_stdin(pid: str, data: Union[str, bytes], close: bool = False) -> Call[
 def process_output(pid: str, offset: int = 0, follow: bool = False) -> Call[None]:
     q = {"offset": offset or None, "follow": True if follow else None}
     return Call("GET", target("/v1/processes/" + seg(pid) + "/output", q), _none, accept=_NDJSON)
+
+
+def create_pty(body: Dict[str, Any]) -> Call[PtyState]:
+    return Call("POST", "/v1/ptys", _obj(PtyState.from_json), json_body(body), _JSON)
+
+
+def pty(tid: str) -> Call[PtyState]:
+    return Call("GET", "/v1/ptys/" + seg(tid), _obj(PtyState.from_json))
+
+
+def remove_pty(tid: str) -> Call[PtyState]:
+    return Call("DELETE", "/v1/ptys/" + seg(tid), _obj(PtyState.from_json))
+
+
+def wait_pty(tid: str, timeout: Optional[float] = None) -> Call[PtyState]:
+    return Call("POST", target("/v1/ptys/" + seg(tid) + "/wait", {"timeout": _seconds(timeout)}), _obj(PtyState.from_json))
+
+
+def signal_pty(tid: str, sig: Union[int, str, _signal.Signals]) -> Call[PtyState]:
+    body = json_body({"signal": signal_name(sig)})
+    return Call("POST", "/v1/ptys/" + seg(tid) + "/signal", _obj(PtyState.from_json), body, _JSON)
+
+
+def resize_pty(tid: str, rows: int, cols: int) -> Call[PtyState]:
+    body = json_body({"rows": rows, "cols": cols})
+    return Call("POST", "/v1/ptys/" + seg(tid) + "/resize", _obj(PtyState.from_json), body, _JSON)
+
+
+def write_pty(tid: str, data: Union[str, bytes]) -> Call[Dict[str, Any]]:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return Call("POST", "/v1/ptys/" + seg(tid) + "/input", _dict, bytes(data), _OCTETS)
+
+
+def pty_output(tid: str, offset: int = 0, follow: bool = False) -> Call[None]:
+    q = {"offset": offset or None, "follow": True if follow else None}
+    return Call("GET", target("/v1/ptys/" + seg(tid) + "/output", q), _none, accept=_NDJSON)
 
 
 def create_session(

@@ -133,6 +133,29 @@ class ProcessState:
 
 
 @dataclass
+class PtyState:
+    """A terminal as the executor describes it (``GET /v1/ptys/{id}``)."""
+
+    id: str
+    pid: int = 0
+    argv: Optional[List[str]] = None
+    cwd: str = ""
+    rows: int = 0
+    cols: int = 0
+    running: bool = False
+    started_at: str = ""
+    finished_at: str = ""
+    exit_code: Optional[int] = None
+    signal: str = ""
+    output_bytes: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "PtyState":
+        return _pick(cls, d)
+
+
+@dataclass
 class SessionInfo:
     """A bash session (``GET /v1/sessions/{name}``)."""
 

@@ -19,6 +19,7 @@ from .models import (
     FileInfo,
     Info,
     ProcessState,
+    PtyState,
     RunResult,
     SessionInfo,
     SessionResult,
@@ -59,6 +60,14 @@ class _Base:
     @property
     def image(self) -> str:
         return str(self.state.get("image", ""))
+
+    @property
+    def ports(self) -> List[Dict[str, Any]]:
+        """The published ports (``-p``) as ``bothy inspect`` shows them:
+        ``host_ip``, ``host_port``, ``container_port``, ``proto``; empty on
+        the networks ``none`` and ``host``."""
+        attachment = self.state.get("network_attachment") or {}
+        return [dict(p) for p in attachment.get("ports") or []]
 
     def _ref(self) -> str:
         return self.id or self.name
@@ -130,9 +139,11 @@ class Sandbox(_Base):
         mapping or "K=V" strings (``-e``). volumes: "HOST:CTR[:opts]" or
         "volume:NAME:CTR" strings, or a mapping of host path to
         "CTR[:opts]" (``-v``). memory: bytes or "512m" (``--memory``). cpus:
-        cores (``--cpus``). network: "none" or "host" (``--network``).
-        ports: "[HOSTADDR:]HOSTPORT:PORT" strings or a mapping of host port
-        to port (``-p``). workdir: ``--workdir``. args: more ``bothy run``
+        cores (``--cpus``). network: "none" (the default), "host", "bridge",
+        "bridge:NAME", "pasta" or "slirp4netns" (``--network``).
+        ports: "[HOSTADDR:][HOSTPORT:]PORT[/udp]" strings or a mapping of host
+        port (0: any free one) to port (``-p``, on an attached network; see
+        :attr:`ports`). workdir: ``--workdir``. args: more ``bothy run``
         flags. bothy: the CLI (default: ``bothy`` on PATH). root: ``--root``.
         timeout: seconds for the CLI (an image pull may take a while).
         The CLI's refusals are :class:`~bothy.CLIError` with its message.
@@ -295,6 +306,29 @@ class Sandbox(_Base):
         """The process with this API id ("p3")."""
         return Process(self, self._call(_wire.process(pid)))
 
+    # Terminals.
+
+    def pty(
+        self,
+        cmd: Optional[_wire.Command] = None,
+        *,
+        rows: int = 24,
+        cols: int = 80,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+    ) -> "Terminal":
+        """Starts cmd (a shell command line or an argv; None: an interactive
+        shell) on a new pseudo-terminal of rows x cols and returns its
+        :class:`Terminal`: for vim, top, REPLs, what needs a terminal."""
+        body: Dict[str, Any] = {"rows": rows, "cols": cols}
+        if cmd is not None:
+            body.update(_wire.run_body(cmd))
+        if env:
+            body["env"] = {str(k): str(v) for k, v in env.items()}
+        if cwd:
+            body["cwd"] = cwd
+        return Terminal(self, self._call(_wire.create_pty(body)))
+
     # Sessions.
 
     def session(
@@ -389,6 +423,68 @@ class Process:
     def remove(self) -> ProcessState:
         """Kills the process group if it runs, waits, forgets the process."""
         self.last = self._sb._call(_wire.remove_process(self.id))
+        return self.last
+
+
+class Terminal:
+    """A program on a pseudo-terminal (``Sandbox.pty``). Keys are bytes:
+    ``"\\x03"`` is Ctrl-C (SIGINT to the foreground job), ``"\\x04"`` Ctrl-D
+    (end of file at the start of a line), ``"\\r"`` Enter."""
+
+    def __init__(self, sandbox: Sandbox, state: PtyState):
+        self._sb = sandbox
+        self.id = state.id
+        self.pid = state.pid
+        self.last = state  # the last state read
+
+    def __repr__(self) -> str:
+        return f"<Terminal {self.id} pid={self.pid}>"
+
+    def write(self, data: Union[str, bytes]) -> int:
+        """Types data into the terminal; returns the bytes written."""
+        return int(self._sb._call(_wire.write_pty(self.id, data)).get("written", 0))
+
+    def resize(self, rows: int, cols: int) -> PtyState:
+        """Sets the size; the foreground job gets SIGWINCH."""
+        self.last = self._sb._call(_wire.resize_pty(self.id, rows, cols))
+        return self.last
+
+    def signal(self, sig: Union[int, str, _signal.Signals] = _signal.SIGINT) -> PtyState:
+        """Sends sig to the terminal's foreground process group."""
+        self.last = self._sb._call(_wire.signal_pty(self.id, sig))
+        return self.last
+
+    def wait(self, timeout: Optional[float] = None) -> PtyState:
+        """Waits for the exit (at most timeout seconds) and returns the
+        state (``exit_code``: 128+N after signal N)."""
+        self.last = self._sb._call(_wire.wait_pty(self.id, timeout))
+        return self.last
+
+    def state(self) -> PtyState:
+        self.last = self._sb._call(_wire.pty(self.id))
+        return self.last
+
+    def events(self, offset: int = 0, follow: bool = False) -> Iterator[Event]:
+        """The output kept from offset as events (``stdout`` chunks, then
+        ``exit`` if the program has ended); with follow, until it ends."""
+        call = _wire.pty_output(self.id, offset, follow)
+        with self._sb._t.open_ok(call) as r:
+            dec = _wire.NDJSONDecoder()
+            while True:
+                chunk = r.read1(65536)
+                if not chunk:
+                    break
+                yield from dec.feed(chunk)
+            dec.close()
+
+    def output(self, offset: int = 0, follow: bool = False) -> bytes:
+        """The output kept (what the terminal shows, escape sequences
+        included) from offset as bytes."""
+        return b"".join(ev.data for ev in self.events(offset, follow) if ev.type == "stdout")
+
+    def remove(self) -> PtyState:
+        """Kills the program if it runs, waits, forgets the terminal."""
+        self.last = self._sb._call(_wire.remove_pty(self.id))
         return self.last
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+import urllib.request
 
 import pytest
 from conftest import ps
@@ -71,20 +73,45 @@ def test_cli_refusals(bothy: str, root: str) -> None:
     """What the CLI refuses surfaces as CLIError with its message, and
     nothing is left behind."""
     with pytest.raises(CLIError) as e:
-        Sandbox.create(bothy=bothy, root=root, network="bridge")
-    assert 'unknown network mode "bridge"' in str(e.value) and e.value.returncode == 1
-    # Ports wait for the network issue: -p is passed through, and the CLI
-    # says what it makes of it.
+        Sandbox.create(bothy=bothy, root=root, network="nope")
+    assert 'unknown network mode "nope"' in str(e.value) and e.value.returncode == 1
+    # Ports need an attached network: -p is passed through, and the CLI
+    # says what it makes of it on none.
     with pytest.raises(CLIError) as e:
         Sandbox.create(bothy=bothy, root=root, ports={8080: 80})
     assert "-p" in e.value.argv and "8080:80" in e.value.argv
-    assert e.value.stderr and str(e.value).startswith("bothy run: ")
+    assert e.value.stderr and str(e.value).startswith("bothy run: ") and "--network bridge" in str(e.value)
     with pytest.raises(CLIError) as e:
         Sandbox.create("no-such-image:1", bothy=bothy, root=root)
     assert "no-such-image" in str(e.value)
     assert ps(bothy, root) == []
     with pytest.raises(BothyNotFoundError):
         Sandbox.create(bothy=os.path.join(root, "nothing-here"), root=root)
+
+
+def test_network_and_ports(bothy: str, root: str) -> None:
+    """On the bridge network a published port is allocated on the host's
+    loopback and reaches a server in the sandbox; the executor reports it
+    too."""
+    with Sandbox.create(bothy=bothy, root=root, network="bridge", ports=["8000"]) as sb:
+        assert sb.state["network"] == "bridge"
+        (port,) = sb.ports
+        assert port["container_port"] == 8000 and port["host_ip"] == "127.0.0.1" and port["host_port"] > 0
+        net = sb.server_info()["network"]
+        assert net["mode"] == "bridge" and net["ports"][0]["host_port"] == port["host_port"]
+        server = sb.start(["python3", "-m", "http.server", "-d", "/etc", "8000"])
+        url = f"http://127.0.0.1:{port['host_port']}/hostname"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    body = r.read().decode()
+                break
+            except OSError:
+                if time.monotonic() > deadline or not server.state().running:
+                    raise
+                time.sleep(0.1)
+        assert body.strip() == sb.run("hostname").stdout.strip()
 
 
 def test_args_and_volumes(bothy: str, root: str, tmpdir_short: str) -> None:

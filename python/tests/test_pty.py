@@ -1,0 +1,45 @@
+"""Terminals: a program on a pseudo-terminal of its own."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from bothy import ConflictError, Sandbox, Terminal
+
+
+def _wait_for(t: Terminal, text: bytes) -> bytes:
+    deadline = time.monotonic() + 30
+    while True:
+        out = t.output()
+        if text in out:
+            return out
+        assert time.monotonic() < deadline, f"no {text!r} in {out!r}"
+        time.sleep(0.05)
+
+
+def test_pty(sb: Sandbox) -> None:
+    """The program sees its size and each resize, reads what is typed, gets
+    Ctrl-C as SIGINT and its exit code comes back."""
+    t = sb.pty(["sh", "-c", 'trap \'echo "winch $(stty size)"\' WINCH; echo "size $(stty size)"; '
+                'read l; echo "got $l"; sleep 100'], rows=30, cols=90)
+    assert t.id.startswith("t") and t.pid > 0 and t.last.running and (t.last.rows, t.last.cols) == (30, 90)
+    _wait_for(t, b"size 30 90")
+    assert t.write("hi\r") == 3
+    _wait_for(t, b"got hi")
+    assert t.resize(40, 100).rows == 40
+    t.write("\x03")  # Ctrl-C: SIGINT to the foreground group (sh and sleep)
+    st = t.wait(30)
+    assert not st.running and st.exit_code == 130, st
+    with pytest.raises(ConflictError):
+        t.write("late")
+    assert t.remove().exit_code == 130
+
+    # An interactive shell without a command; a signal through the API.
+    t = sb.pty()
+    t.write("echo $((6*7))\r")
+    _wait_for(t, b"42")
+    t.signal(signal.SIGKILL)
+    assert t.wait(30).exit_code == 137
