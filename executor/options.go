@@ -10,7 +10,9 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
+	"github.com/bothy-sandbox/bothy/executor/internal/users"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 	"github.com/bothy-sandbox/bothy/plugins"
 )
 
@@ -110,6 +112,12 @@ type Options struct {
 	Plugins            []plugins.Plugin
 	EagerPlugins       bool
 	PluginStartTimeout time.Duration
+	// User is who processes (commands, sessions, the main command) run as
+	// unless a request says otherwise: the image's User, or bothy run
+	// --user; nil is the executor's own (root). LookupUser resolves the
+	// users requests name (users.Lookup when nil).
+	User       *passwd.Cred
+	LookupUser func(spec string) (*passwd.Cred, error)
 	// Cgroup reads the sandbox's cgroup (memory, CPU, I/O, OOM kills);
 	// nil means cgroup.Default, the one at /sys/fs/cgroup.
 	Cgroup cgroup.Reader
@@ -140,6 +148,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Cgroup == nil {
 		o.Cgroup = cgroup.Default
+	}
+	if o.LookupUser == nil {
+		o.LookupUser = users.Lookup
 	}
 	if o.Env == nil {
 		o.Env = []string{} // not nil: os.StartProcess would give the executor's own
@@ -182,3 +193,8 @@ func NoChangeTimeoutFromEnv(env []string) (d time.Duration, ok bool, err error) 
 	}
 	return time.Duration(n) * time.Second, true, nil
 }
+
+// LookupUser resolves spec (NAME|UID[:GROUP|GID]) in the sandbox's
+// /etc/passwd and /etc/group, and checks that its ids are mapped in the
+// executor's user namespace.
+func LookupUser(spec string) (*passwd.Cred, error) { return users.Lookup(spec) }

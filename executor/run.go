@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
+	"github.com/bothy-sandbox/bothy/executor/processes"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 )
@@ -56,6 +57,14 @@ type Config struct {
 	Main    []string
 	MainOut *os.File
 	MainLog string
+	// MainDir, when set, records the main command's output and exit
+	// status there instead (package mainlog), its log rotated at
+	// MainLogSize bytes (mainlog.DefaultMaxSize when zero); bothy mounts
+	// it from the host at /.bothy/main.
+	MainDir     string
+	MainLogSize int64
+	// Restart is the main command's restart policy.
+	Restart processes.Restart
 	// ExitWithMain ends the executor when the main command exits, with the
 	// main command's exit code; otherwise the executor keeps serving.
 	ExitWithMain bool
@@ -129,6 +138,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	signalReady(cfg.Ready, log)
 	code, forward, served, runErr := s.waitForEnd(ctx, cfg.ExitWithMain, sigs, errc)
 	s.shutdown(ctx, sigs, forward, cfg.Grace)
+	s.waitMainLogged(2 * time.Second)
 	stopServe()
 	if !served {
 		runErr = <-errc
@@ -185,6 +195,8 @@ func (s *Server) startMain(cfg Config) error {
 	switch {
 	case len(cfg.Main) == 0:
 		return nil
+	case cfg.MainDir != "":
+		return s.StartMainDir(cfg.Main, cfg.MainDir, cfg.MainLogSize, cfg.Restart)
 	case cfg.MainOut != nil:
 		return s.StartMainFile(cfg.Main, cfg.MainOut)
 	default:

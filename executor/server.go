@@ -44,6 +44,9 @@ type Server struct {
 	services services
 	ctx      context.Context // of every request; done once the Server is closed
 	cancel   context.CancelFunc
+	// mainLogged is closed once the main command's output is all in its
+	// log (StartMainDir).
+	mainLogged chan struct{}
 
 	closeOnce sync.Once
 }

@@ -48,6 +48,7 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 		Env: o.Env, Shell: o.Shell, MaxOutput: o.MaxOutput, MaxRetained: o.MaxRetained,
 		MaxProcesses: o.MaxProcesses, MaxFinished: o.MaxFinished, WaitDelay: o.WaitDelay,
 		Reaper: r, Output: outMem, Bodies: bodies, Cgroup: o.Cgroup, Log: o.Logger,
+		User: o.User, LookupUser: o.LookupUser,
 	})
 	if err != nil {
 		plugins.Close()
@@ -60,7 +61,7 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 	})
 	s.sessions = sessions.New(sessions.Options{
 		Cwd: o.Cwd, Env: o.Env, NoChangeTimeout: o.NoChangeTimeout, MaxSessions: o.MaxSessions,
-		Reaper: r, Bodies: bodies, Cgroup: o.Cgroup,
+		Reaper: r, Bodies: bodies, Cgroup: o.Cgroup, User: o.User,
 	})
 	s.files = fileserver.New(fileserver.Options{MaxUpload: o.MaxUpload, Bodies: bodies, Log: o.Logger})
 	s.editor = editorserver.New(o.Cwd, bodies)

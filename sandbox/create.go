@@ -45,6 +45,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		c.checkSecurity,
 		c.planLimits,
 		c.resolveImage,
+		c.planMain,
 		c.makeStateDir,
 		c.makeRootfs,
 		c.makeVolumes,
@@ -80,13 +81,15 @@ type creation struct {
 	img      *oci.Image
 	imgStore *SharedStore // the shared store img is in, if not the caller's
 	layers   []ipc.Layer
+	main     []string // the main process's command
+	user     string   // the default user, "" for root
 
 	// Made.
 	dir, upperRoot string
 	limits         Limits // in force: the cgroup's, and the disk's
 	disk           *DiskLimit
 	overlays       []ipc.Overlay
-	files          []*os.File // the executor's: its socket, its main log
+	files          []*os.File // the executor's: its socket
 	sb             *Sandbox
 	req            ipc.LaunchRequest
 	lp             launchProcess
@@ -285,6 +288,13 @@ func (c *creation) makeRootfs(ctx context.Context) error {
 	if err := os.Mkdir(filepath.Join(c.upperRoot, "upper"), 0o755); err != nil {
 		return fmt.Errorf("create sandbox directory: %w", err)
 	}
+	// The main process's directory, mounted at MainDir: on the sandbox's
+	// disk, under its limit, and kept after it exits until removal.
+	if len(c.main) > 0 {
+		if err := os.Mkdir(filepath.Join(c.upperRoot, mainDirName), 0o700); err != nil {
+			return fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -296,9 +306,9 @@ func (c *creation) makeVolumes(context.Context) error {
 	return err
 }
 
-// recordSandbox makes what the host connects to and reads, in the state
-// directory, for the executor to inherit (its socket, the main command's
-// log), and writes the sandbox's record.
+// recordSandbox makes what the host connects to, in the state directory,
+// for the executor to inherit (its socket), and writes the sandbox's
+// record.
 func (c *creation) recordSandbox(context.Context) error {
 	sock, sockID, err := listenSocket(c.m.paths.SocketPath(c.id))
 	if err != nil {
@@ -306,19 +316,11 @@ func (c *creation) recordSandbox(context.Context) error {
 	}
 	c.onExit(func() { sock.Close() })
 	c.files = []*os.File{sock} // ipc.LauncherListenFD
-	if len(c.opts.Cmd) > 0 {
-		mainLog, err := openMainLog(filepath.Join(c.dir, mainLogName))
-		if err != nil {
-			return err
-		}
-		c.onExit(func() { mainLog.Close() })
-		c.files = append(c.files, mainLog) // ipc.LauncherMainLogFD
-	}
 	o := c.opts
 	c.sb = &Sandbox{
 		ID: c.id, Name: o.Name, Image: cmp.Or(o.Image, DefaultImage), ImageDigest: c.img.Digest.String(),
 		Created: time.Now().UTC(), Network: string(c.net.Mode), Rootless: c.rootless, IDMap: c.m.mapping,
-		Cmd: o.Cmd, Env: o.Env, Workdir: o.Workdir, AutoRemove: o.AutoRemove, Labels: o.Labels,
+		Cmd: c.main, ExitWithMain: o.ExitWithMain && len(c.main) > 0, Restart: o.Restart, User: c.user, Env: o.Env, Workdir: o.Workdir, AutoRemove: o.AutoRemove, Labels: o.Labels,
 		Mounts: c.mounts,
 		Limits: c.limits, LimitsIgnored: joinNonEmpty("; ", c.cgroup.Ignored, c.diskSkip), LimitsNotEnforced: c.cgroup.NotEnforced,
 		Cgroup: c.cgroup.Path, CgroupSystemd: c.cgroup.Systemd, Disk: c.disk,
@@ -347,7 +349,7 @@ func (c *creation) startLauncher(ctx context.Context) error {
 		Upper: filepath.Join(c.upperRoot, "upper"), Work: filepath.Join(c.upperRoot, "work"),
 		UserNS: c.m.mapping.Mode, MappedIDs: c.m.mapping.Size(), Overlays: c.overlays,
 		StateRoot: filepath.Join(c.dir, "libcontainer"), Log: filepath.Join(c.dir, "executor.log"), ReadyTimeout: c.opts.ReadyTimeout,
-		SystemdCgroup: c.cgroup.Systemd, SeccompCache: c.m.paths.seccompCache(), MainLog: len(c.opts.Cmd) > 0,
+		SystemdCgroup: c.cgroup.Systemd, SeccompCache: c.m.paths.seccompCache(),
 		ReportStart: c.net.Attach != nil,
 	}
 	if err := writeJSON(filepath.Join(c.dir, "launch.json"), c.req); err != nil {
@@ -406,8 +408,20 @@ func (c *creation) specInput() specInput {
 	if c.opts.Pool != "" {
 		args = append(args, "--pool")
 	}
-	if len(c.opts.Cmd) > 0 {
-		args = append(append(args, "--main-log-fd", strconv.Itoa(ipc.ExecutorMainLogFD), "--"), c.opts.Cmd...)
+	if c.user != "" {
+		args = append(args, "--user", c.user)
+	}
+	mainDir := ""
+	if len(c.main) > 0 {
+		mainDir = filepath.Join(c.upperRoot, mainDirName)
+		args = append(args, "--main-dir", MainDir)
+		if c.opts.Restart != "" {
+			args = append(args, "--restart", c.opts.Restart)
+		}
+		if c.sb.ExitWithMain {
+			args = append(args, "--exit-with-main")
+		}
+		args = append(append(args, "--"), c.main...)
 	}
 	// The executor removes the key from the environment its processes get.
 	env := append(append([]string{}, c.img.Config.Config.Env...), c.opts.Env...)
@@ -415,7 +429,7 @@ func (c *creation) specInput() specInput {
 	return specInput{
 		ID: c.id, Hostname: c.hostname, Rootfs: c.req.Rootfs, Rootless: c.rootless,
 		Network: c.net, Env: env, Workdir: cmp.Or(c.opts.Workdir, c.img.Config.Config.WorkingDir), Executor: c.m.opts.Executor,
-		EtcDir: filepath.Join(c.dir, "etc"), Args: args,
+		EtcDir: filepath.Join(c.dir, "etc"), MainDir: mainDir, Args: args,
 		Mounts: c.m.specMounts(c.id, c.mounts),
 		Cgroup: c.cgroup, Security: c.opts.Security, DiskQuota: c.diskMode == DiskQuota,
 		Host: hostFacts{CgroupNS: cgroups.IsCgroup2UnifiedMode(), LowerOOMScore: hasCapSysResource()},

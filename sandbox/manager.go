@@ -173,9 +173,31 @@ type CreateOptions struct {
 	// APIKey is required by the executor on every route but /alive; empty:
 	// a random key of the sandbox's own (Sandbox.APIKey).
 	APIKey string
-	// Cmd, when set, is started by the executor at boot; its output goes to
-	// main.log in the sandbox's state directory.
-	Cmd        []string
+	// Cmd, when set, is started by the executor at boot as the sandbox's
+	// main process; its output and exit status are recorded in the
+	// sandbox's main directory (Manager.Logs, Sandbox.ExitCode). With
+	// ImageCommand, Cmd replaces the image's Cmd after its Entrypoint, as
+	// Docker's arguments do, and without Cmd the image's own command is
+	// the main process (see MainCommand).
+	Cmd []string
+	// Entrypoint replaces the image's when EntrypointSet (empty: none),
+	// and clears the image's Cmd, as docker run --entrypoint does.
+	Entrypoint    []string
+	EntrypointSet bool
+	// ImageCommand: the main process is the image's command (Entrypoint
+	// and Cmd) unless Entrypoint or Cmd replace them.
+	ImageCommand bool
+	// ExitWithMain: the sandbox exits when its main process does (for
+	// good: after the restarts of Restart), with its exit code; otherwise
+	// the executor keeps serving.
+	ExitWithMain bool
+	// Restart is the main process's restart policy: "no" (or empty),
+	// "on-failure" or "on-failure:N"; the executor applies it.
+	Restart string
+	// User is who the main process and the commands, sessions run through
+	// the executor are by default: NAME|UID[:GROUP|GID] of the sandbox's
+	// /etc/passwd and /etc/group. Empty: the image's User, else root.
+	User       string
 	AutoRemove bool
 	Labels     map[string]string
 	// ReadyTimeout bounds the wait for the executor (default 30 s).

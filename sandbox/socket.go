@@ -56,16 +56,6 @@ func listenSocket(path string) (*os.File, client.SocketIdentity, error) {
 	return f, id, nil
 }
 
-// openMainLog creates the main command's log at path: a new file, never an
-// existing one or a symlink, readable by the caller only.
-func openMainLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create main command log: %w", err)
-	}
-	return f, nil
-}
-
 // newAPIKey returns 32 random bytes in hex: every sandbox gets its own.
 func newAPIKey() string {
 	var b [32]byte

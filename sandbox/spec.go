@@ -18,9 +18,10 @@ import (
 const (
 	// ExecutorPath is where the executor binary is bind-mounted, read-only.
 	// Nothing else of bothy's is mounted into a sandbox but /etc/hosts,
-	// /etc/hostname, /etc/resolv.conf and, on an attached network, the
-	// network's description (api.NetworkInfoPath, read-only): the
-	// executor's socket is inherited (see listenSocket).
+	// /etc/hostname, /etc/resolv.conf, with a main process MainDir, and,
+	// on an attached network, the network's description
+	// (api.NetworkInfoPath, read-only): the executor's socket is inherited
+	// (see listenSocket).
 	ExecutorPath = "/.bothy/bin/bothy-executor"
 )
 
@@ -50,6 +51,7 @@ type specInput struct {
 	Workdir      string
 	Executor     string // host path of the executor binary
 	EtcDir       string // host directory holding hosts, hostname, resolv.conf
+	MainDir      string // host directory mounted at MainDir, "" without a main process
 	Args         []string
 	Mounts       []specs.Mount // volumes, mounted after bothy's own
 	Cgroup       cgroupPlan
@@ -123,6 +125,9 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		specs.Mount{Destination: "/etc/hostname", Type: "bind", Source: filepath.Join(in.EtcDir, "hostname"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 		specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: filepath.Join(in.EtcDir, "resolv.conf"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	)
+	if in.MainDir != "" {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: MainDir, Type: "bind", Source: in.MainDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	}
 	if in.Network.Attach != nil {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: api.NetworkInfoPath, Type: "bind", Source: filepath.Join(in.EtcDir, networkInfoFile), Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 	}

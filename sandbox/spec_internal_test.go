@@ -93,7 +93,8 @@ func TestSpecGolden(t *testing.T) {
 		"rootless-host": func() specInput {
 			in := base(true, "host")
 			in.Workdir = "/work"
-			in.Args = append(in.Args, "--main-log-fd", "6", "--", "python3", "-m", "http.server")
+			in.Args = append(in.Args, "--user", "www", "--main-dir", MainDir, "--exit-with-main", "--", "python3", "-m", "http.server")
+			in.MainDir = "/b/data/sandboxes/ID/main"
 			in.Security = Security{Seccomp: SeccompUnconfined}
 			return in
 		},

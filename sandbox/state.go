@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/executor/mainlog"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/network"
 )
@@ -71,6 +72,13 @@ type Sandbox struct {
 	Workdir    string            `json:"workdir,omitempty"`
 	AutoRemove bool              `json:"auto_remove,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	// Cmd is the main process's command, started by the executor;
+	// ExitWithMain: the sandbox ends with it; Restart is its restart
+	// policy; User the sandbox's default user (for Cmd and for what runs
+	// through the executor), empty for root.
+	ExitWithMain bool   `json:"exit_with_main,omitempty"`
+	Restart      string `json:"restart,omitempty"`
+	User         string `json:"user,omitempty"`
 	// Mounts are the sandbox's volumes and tmpfs mounts.
 	Mounts []Mount `json:"mounts,omitempty"`
 	// Limits are the enforced resource limits; LimitsIgnored says which
@@ -117,6 +125,9 @@ type Sandbox struct {
 	// Usage is read from the cgroup (and the disk limit) by
 	// Manager.Inspect only.
 	Usage *Usage `json:"usage,omitempty"`
+	// Main is the main process's last known state (its status file,
+	// written by the executor), when the sandbox has one.
+	Main *mainlog.Status `json:"main,omitempty"`
 	// NetworkError says, when Manager.Inspect finds it so, that the
 	// sandbox's attached network no longer works (its helper exited): the
 	// sandbox has no network.
@@ -127,6 +138,24 @@ type Sandbox struct {
 	// the sandbox's directories; every field but ID, Dir and Created is
 	// unknown.
 	lost bool
+}
+
+// StatusLine is the status as ps shows it: "exited (CODE)" for a sandbox
+// whose main process's exit code is known.
+func (s *Sandbox) StatusLine() string {
+	if s.Status == StatusExited && s.Main != nil && s.Main.ExitCode != nil && !s.Main.Running {
+		return fmt.Sprintf("%s (%d)", s.Status, *s.Main.ExitCode)
+	}
+	return string(s.Status)
+}
+
+// ExitCode is the main process's exit code once the sandbox has exited,
+// and whether it is known (a sandbox without a main process has none).
+func (s *Sandbox) ExitCode() (int, bool) {
+	if s.Main == nil || s.Main.ExitCode == nil || s.Main.Running {
+		return 0, false
+	}
+	return *s.Main.ExitCode, true
 }
 
 // Ports are the sandbox's published ports, with their host ports.
@@ -160,9 +189,11 @@ func newID() string {
 }
 
 const (
-	stateFile   = "state.json"
-	socketName  = "api.sock"
-	mainLogName = "main.log"
+	stateFile  = "state.json"
+	socketName = "api.sock"
+	// mainDirName is the main process's directory in the upper root,
+	// mounted at MainDir in the sandbox.
+	mainDirName = "main"
 	// newDirPrefix names a state directory while its creator prepares
 	// it, before it appears under its ID.
 	newDirPrefix = ".new-"
@@ -230,6 +261,9 @@ func (p Paths) readRecord(id string, probeLock bool) (*Sandbox, error) {
 			s.Dir, s.Socket = "", ""
 		}
 		s.Created, s.lost = st.ModTime().UTC(), true
+	}
+	if len(s.Cmd) > 0 && !s.lost {
+		s.Main, _ = readMainStatus(p.upperRoot(id)) // none yet, or unreadable: unknown
 	}
 	switch {
 	case alive(s.Pid, s.PidStart):

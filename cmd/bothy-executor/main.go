@@ -13,7 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor"
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/bash"
+	"github.com/bothy-sandbox/bothy/executor/processes"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 	"github.com/bothy-sandbox/bothy/plugins"
 	_ "github.com/bothy-sandbox/bothy/plugins/builtin" // every plugin registers itself
 )
@@ -47,6 +50,10 @@ func run(args []string) (int, error) {
 		subreaper    = fs.Bool("subreaper", false, "reap orphans as a child subreaper even when not PID 1")
 		mainLog      = fs.String("main-log", "", "append the main command's stdout and stderr to this `file` (default the executor's)")
 		mainLogFD    = fs.Int("main-log-fd", -1, "write the main command's stdout and stderr to this inherited file descriptor instead of --main-log")
+		mainDir      = fs.String("main-dir", "", "record the main command's output (a rotated log) and exit status in this `directory` (package mainlog; bothy mounts it at /.bothy/main)")
+		mainLogSize  = fs.Int64("main-log-size", 0, "rotate the main command's log in --main-dir at this many `bytes` (0: 10 MiB)")
+		restart      = fs.String("restart", "no", "restart the main command: no, on-failure or on-failure:N (at most N times)")
+		userSpec     = fs.String("user", "", "run commands, sessions and the main command as NAME|UID[:GROUP|GID] of the sandbox's /etc/passwd and /etc/group unless a request names another user (default: the executor's)")
 		exitWithMain = fs.Bool("exit-with-main", false, "shut down when the main command exits, with its exit code")
 		maxOutput    = fs.Int("max-output", executor.DefaultMaxOutput, "cap on captured `bytes` per output stream")
 		noChange     = fs.Duration("no-change-timeout", bash.DefaultNoChangeTimeout, "bash sessions: return a command's output after this long without new output (it keeps running)")
@@ -114,6 +121,16 @@ func run(args []string) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	onFailure, maxRestarts, err := api.ParseRestart(*restart)
+	if err != nil {
+		return 2, err
+	}
+	var cred *passwd.Cred
+	if *userSpec != "" {
+		if cred, err = executor.LookupUser(*userSpec); err != nil {
+			return 2, fmt.Errorf("--user: %w", err)
+		}
+	}
 
 	cfg := executor.Config{
 		Socket: *socket,
@@ -129,6 +146,7 @@ func run(args []string) (int, error) {
 			OutputMemory:    *outMem,
 			Plugins:         enabled,
 			EagerPlugins:    *pluginsEager,
+			User:            cred,
 		},
 		MemoryLimit:  *memLimit,
 		GoMemLimit:   os.Getenv("GOMEMLIMIT"),
@@ -136,6 +154,9 @@ func run(args []string) (int, error) {
 		Grace:        *grace,
 		Main:         fs.Args(),
 		MainLog:      *mainLog,
+		MainDir:      *mainDir,
+		MainLogSize:  *mainLogSize,
+		Restart:      processes.Restart{OnFailure: onFailure, Max: maxRestarts},
 		ExitWithMain: *exitWithMain,
 		Pool:         *pool,
 	}

@@ -52,6 +52,7 @@ func newImportCmd(g *globals) *cobra.Command {
 
 func newImagesCmd(g *globals) *cobra.Command {
 	var format *outputFormat
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "images",
 		Short: "List images",
@@ -64,6 +65,12 @@ func newImagesCmd(g *globals) *cobra.Command {
 			list, err := s.List(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if quiet {
+				for _, img := range list {
+					fmt.Fprintln(cmd.OutOrStdout(), img.ShortID())
+				}
+				return nil
 			}
 			if format.value == "json" {
 				if list == nil {
@@ -87,6 +94,7 @@ func newImagesCmd(g *globals) *cobra.Command {
 		},
 	}
 	format = formatFlag(cmd.Flags(), "table", "json")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print image IDs only, one a line")
 	return cmd
 }
 

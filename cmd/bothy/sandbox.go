@@ -29,24 +29,36 @@ import (
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		opts     sandbox.CreateOptions
-		detach   bool
-		rm       bool
-		stdin    bool
-		tty      bool
-		timeout  float64
-		volumes  func() error
-		noChange int
-		pool     string
-		labels   []string
+		opts       sandbox.CreateOptions
+		detach     bool
+		rm         bool
+		stdin      bool
+		tty        bool
+		timeout    float64
+		volumes    func() error
+		noChange   int
+		pool       string
+		labels     []string
+		keep       bool
+		entrypoint string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
-		Short: "Start a sandbox; with CMD and without -d, run CMD in it and exit with its code",
-		Long: "Start a sandbox; with CMD and without -d, run CMD in it, stop the sandbox, and exit\n" +
-			"with CMD's code.\n\n" + interruptHelp,
+		Short: "Start a sandbox; without -d, run the image's command (or CMD) in it and exit with its code",
+		Long: "Start a sandbox from IMAGE, with the image's Env, WorkingDir and User (-e, -w, -u\n" +
+			"override them). Its command is the image's Entrypoint and Cmd, with CMD in place of the\n" +
+			"Cmd when given and --entrypoint in place of both, as in Docker.\n\n" +
+			"Without -d, bothy runs the command in the sandbox, stops the sandbox, and exits with\n" +
+			"the command's code.\n\n" +
+			"With -d, the command is the sandbox's main process, started by the executor (PID 1,\n" +
+			"which serves the API all along): its output goes to `bothy logs`, and the sandbox\n" +
+			"exits with it (`exited (CODE)` in ps, the code from `bothy wait`) unless --keep\n" +
+			"keeps the executor serving. An image whose command is only a shell (sh, bash), an\n" +
+			"image made by bothy build, or an image without a command starts no main process:\n" +
+			"the sandbox serves its executor until stopped.\n\n" + interruptHelp,
 		Example: `  bothy run -- python3 -c 'print(6*7)'
   bothy run -d --name box1
+  bothy run -d --name web -p 8080 my-httpd-image && bothy logs -f web
   bothy run --rm busybox:latest -- sh -c 'echo hi'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
@@ -102,8 +114,12 @@ func newRunCmd(g *globals) *cobra.Command {
 			if detach && tty {
 				return fmt.Errorf("-t needs the command in the foreground: drop -d, or start the sandbox with -d and use bothy exec -it")
 			}
+			if opts.EntrypointSet = cmd.Flags().Changed("entrypoint"); opts.EntrypointSet && entrypoint != "" {
+				opts.Entrypoint = []string{entrypoint}
+			}
 			if detach {
 				opts.Cmd = argv
+				opts.ImageCommand, opts.ExitWithMain = true, !keep
 				opts.AutoRemove = rm
 				sb, err := create()
 				if err != nil {
@@ -113,12 +129,23 @@ func newRunCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
 			}
+			if opts.Restart != "" && opts.Restart != "no" {
+				return fmt.Errorf("--restart applies to a sandbox's main process: use it with -d")
+			}
 			if tty {
 				if err := checkTTY(cmd, stdin); err != nil {
 					return err
 				}
-			} else if len(argv) == 0 {
-				return fmt.Errorf("nothing to run: give a command after --, -it for a shell, or -d to start the sandbox in the background")
+			}
+			// The image's command, composed with CMD and --entrypoint,
+			// run through the executor as the sandbox's default user.
+			opts.Cmd = argv
+			if argv, err = m.MainCommand(cmd.Context(), opts); err != nil {
+				return err
+			}
+			opts.Cmd = nil
+			if len(argv) == 0 && !tty {
+				return fmt.Errorf("nothing to run: the image has no command; give one after --, -it for a shell, or -d to start the sandbox in the background")
 			}
 			// While we wait, the sandbox's PID 1 is re-parented to us when
 			// the launcher exits, so we reap it instead of leaving a zombie.
@@ -169,6 +196,10 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&pool, "pool", "", "claim a ready sandbox of this pool (bothy pool create) instead of starting one: it gets --name, -e, -w, --label and --api-key; an empty pool starts one cold, and says so")
 	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
+	f.StringVarP(&opts.User, "user", "u", "", "run the main process, and what runs through the executor, as NAME|UID[:GROUP|GID] of the image's /etc/passwd and /etc/group (default: the image's User, else root)")
+	f.StringVar(&entrypoint, "entrypoint", "", "replace the image's Entrypoint with this program (and drop the image's Cmd; CMD gives its arguments); \"\" for none")
+	f.BoolVar(&keep, "keep", false, "with -d: keep the sandbox running (the executor serving) after its main process exits")
+	f.StringVar(&opts.Restart, "restart", "no", "with -d: restart the main process when it fails: no, on-failure or on-failure:N (at most N times); the executor restarts it, no daemon")
 	ttyFlag(f, &tty)
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
@@ -182,6 +213,7 @@ func newExecCmd(g *globals) *cobra.Command {
 		env     []string
 		workdir string
 		timeout float64
+		user    string
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] SANDBOX -- CMD...",
@@ -205,7 +237,7 @@ func newExecCmd(g *globals) *cobra.Command {
 			if tty {
 				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, timeout: timeout, interactive: stdin})
 			} else {
-				code, err = streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir)
+				code, err = streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir, user)
 			}
 			if err != nil {
 				return err
@@ -218,6 +250,7 @@ func newExecCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	commandFlags(f, &stdin, &env, &workdir, &timeout)
+	f.StringVarP(&user, "user", "u", "", "run as NAME|UID[:GROUP|GID] of the sandbox's /etc/passwd and /etc/group; root for root (default: the sandbox's user, the image's User or run's --user)")
 	ttyFlag(f, &tty)
 	deprecatedAPIKey(f)
 	return cmd
@@ -231,16 +264,16 @@ func deprecatedAPIKey(f *pflag.FlagSet) {
 }
 
 func streamCommand(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, stdin bool, timeout float64) (int, error) {
-	return streamCommandEnv(cmd, sb, argv, stdin, timeout, nil, "")
+	return streamCommandEnv(cmd, sb, argv, stdin, timeout, nil, "", "")
 }
 
 // streamCommandEnv runs argv in the sandbox, streaming its output, through
 // a client that sends the sandbox's own key to the socket recorded at
 // create and nothing else.
-func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, stdin bool, timeout float64, env []string, workdir string) (int, error) {
+func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, stdin bool, timeout float64, env []string, workdir, user string) (int, error) {
 	c := sb.Client()
 	defer c.Close()
-	req := api.RunRequest{Argv: argv, Cwd: workdir, Timeout: timeout, Stream: true}
+	req := api.RunRequest{Argv: argv, Cwd: workdir, User: user, Timeout: timeout, Stream: true}
 	if len(env) > 0 {
 		req.Env = map[string]string{}
 		for _, kv := range env {
@@ -320,7 +353,7 @@ job control) are not reached: they run until they exit or the sandbox
 stops.`
 
 func newPsCmd(g *globals) *cobra.Command {
-	var all bool
+	var all, quiet bool
 	var job string
 	var format *outputFormat
 	cmd := &cobra.Command{
@@ -347,6 +380,12 @@ func newPsCmd(g *globals) *cobra.Command {
 					shown = append(shown, sb)
 				}
 			}
+			if quiet {
+				for _, sb := range shown {
+					fmt.Fprintln(cmd.OutOrStdout(), sb.ShortID())
+				}
+				return nil
+			}
 			if format.value == "json" {
 				// The keys are for inspect only.
 				out := make([]sandbox.Sandbox, len(shown))
@@ -359,7 +398,7 @@ func newPsCmd(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 			fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
 			for _, sb := range shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\n", sb.ShortID(), sb.Name, sb.Image, sb.Status,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\n", sb.ShortID(), sb.Name, sb.Image, sb.StatusLine(),
 					time.Since(sb.Created).Round(time.Second), sb.Network, portsColumn(sb.Ports()))
 			}
 			return tw.Flush()
@@ -367,6 +406,7 @@ func newPsCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
 	cmd.Flags().StringVar(&job, "slurm-job", "", "only the sandboxes created in this Slurm job (job ID, or an array's job ID)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print sandbox IDs only, one a line (bothy ps -aq | xargs bothy rm -f)")
 	format = formatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }

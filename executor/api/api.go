@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -69,6 +70,11 @@ type RunRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Cwd is the working directory; empty means the executor's.
 	Cwd string `json:"cwd,omitempty"`
+	// User runs the process as NAME|UID[:GROUP|GID], resolved in the
+	// sandbox's /etc/passwd and /etc/group; "root" (or "0") as the
+	// executor itself. Empty: the sandbox's default user (the image's
+	// User, or bothy run --user), else root.
+	User string `json:"user,omitempty"`
 	// Timeout in seconds; at the deadline the whole process group is
 	// killed with SIGKILL and TimedOut is reported. Zero means none.
 	Timeout float64 `json:"timeout,omitempty"`
@@ -381,4 +387,25 @@ type MainInfo struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	ExitCode   *int       `json:"exit_code,omitempty"`
 	Signal     string     `json:"signal,omitempty"`
+	// Restarts is how many times the restart policy restarted it.
+	Restarts int `json:"restarts,omitempty"`
+}
+
+// ParseRestart parses a restart policy for the main command: "no" (or
+// empty), "on-failure" (restart without limit when it fails) or
+// "on-failure:N" (at most N restarts).
+func ParseRestart(s string) (onFailure bool, max int, err error) {
+	switch {
+	case s == "" || s == "no":
+		return false, 0, nil
+	case s == "on-failure":
+		return true, 0, nil
+	case strings.HasPrefix(s, "on-failure:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(s, "on-failure:"))
+		if err != nil || n < 1 || n > 1<<20 {
+			return false, 0, fmt.Errorf("invalid restart policy %q: the count must be a positive number", s)
+		}
+		return true, n, nil
+	}
+	return false, 0, fmt.Errorf("invalid restart policy %q: want no, on-failure or on-failure:N", s)
 }

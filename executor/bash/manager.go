@@ -51,6 +51,9 @@ func (m *Manager) merge(o Options) Options {
 	if o.Username == "" {
 		o.Username = d.Username
 	}
+	if o.Cred == nil && o.Username == "" {
+		o.Cred = d.Cred
+	}
 	if o.NoChangeTimeout == 0 {
 		o.NoChangeTimeout = d.NoChangeTimeout
 	}

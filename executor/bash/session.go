@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/executor/internal/users"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,6 +51,9 @@ type Options struct {
 	// Username runs the shell as this user (needs the privilege to
 	// switch). Empty: the executor's user. HOME, USER and LOGNAME follow.
 	Username string
+	// Cred, when set and Username is not, runs the shell with these ids
+	// (the sandbox's default user); HOME and USER follow (users.Env).
+	Cred *passwd.Cred
 	// NoChangeTimeout returns a command's partial output when it has
 	// printed nothing for this long (the command keeps running).
 	// Zero: DefaultNoChangeTimeout. Negative: never.
@@ -252,6 +257,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		if cwd == "" {
 			cwd = u.HomeDir
 		}
+	} else if opts.Cred != nil {
+		cred = users.SysCred(opts.Cred)
+		env = users.Env(env, opts.Cred)
 	}
 	shell, err := findShell(opts.Shell, env)
 	if err != nil {

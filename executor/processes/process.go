@@ -21,7 +21,9 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/internal/environ"
+	"github.com/bothy-sandbox/bothy/executor/internal/users"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 )
 
 // process is a command started through POST /v1/processes.
@@ -83,7 +85,11 @@ func (s *Service) start(req *api.RunRequest, res *budget.Reservation, out sink) 
 			s.running.Add(-1)
 		}
 	}()
-	env := environ.Merge(s.opts.Env, req.Env)
+	cred, err := s.user(req.User)
+	if err != nil {
+		return nil, err
+	}
+	env := users.Env(environ.Merge(s.opts.Env, req.Env), cred)
 	path, argv, err := s.command(req, env)
 	if err != nil {
 		return nil, err
@@ -97,7 +103,7 @@ func (s *Service) start(req *api.RunRequest, res *budget.Reservation, out sink) 
 		Dir:   req.Cwd,
 		Env:   env,
 		Files: []*os.File{pp.childIn, pp.outW, pp.errW},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: users.SysCred(cred)},
 	}
 	oomBefore, oomKnown := s.opts.Cgroup.OOMKills()
 	proc, err := s.opts.Reaper.StartProcess(path, argv, attr)
@@ -135,6 +141,24 @@ func (s *Service) start(req *api.RunRequest, res *budget.Reservation, out sink) 
 // fault (400 start_failed).
 func startFailed(name string, err error) error {
 	return httpapi.WithStatus(http.StatusBadRequest, api.CodeStartFailed, fmt.Errorf("start %s: %w", name, err))
+}
+
+// user resolves the user a request names: the default when none, the
+// executor's own for root.
+func (s *Service) user(spec string) (*passwd.Cred, error) {
+	switch {
+	case spec == "":
+		return s.opts.User, nil
+	case passwd.IsRoot(spec):
+		return nil, nil
+	case s.opts.LookupUser == nil:
+		return nil, startFailed("as "+spec, errors.New("users cannot be looked up here"))
+	}
+	c, err := s.opts.LookupUser(spec)
+	if err != nil {
+		return nil, startFailed("as "+spec, err)
+	}
+	return c, nil
 }
 
 // command returns the path and argv that run req: Cmd through the shell,

@@ -28,6 +28,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 )
 
 // Options configure the processes service; every field is required (the
@@ -59,6 +60,11 @@ type Options struct {
 	// Cgroup tells OOM kills.
 	Cgroup cgroup.Reader
 	Log    *slog.Logger
+	// User is who processes run as when a request names nobody (the
+	// image's User, or --user): nil is the executor's own (root).
+	// LookupUser resolves the user a request names (RunRequest.User).
+	User       *passwd.Cred
+	LookupUser func(spec string) (*passwd.Cred, error)
 }
 
 // Service runs processes.

@@ -24,6 +24,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/internal/environ"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 )
 
 // Options configure the sessions service.
@@ -43,6 +44,8 @@ type Options struct {
 	Bodies *httpapi.Bodies
 	// Cgroup tells OOM kills.
 	Cgroup cgroup.Reader
+	// User is who the shells run as (nil: the executor's user).
+	User *passwd.Cred
 }
 
 // Service keeps bash sessions.
@@ -65,6 +68,7 @@ func New(opts Options) *Service {
 			NoChangeTimeout: opts.NoChangeTimeout,
 			MaxBuffer:       sessionMaxBuffer,
 			Reaper:          opts.Reaper,
+			Cred:            opts.User,
 		}),
 		static: make(chan struct{}, maxStaticSessions),
 	}
@@ -122,6 +126,7 @@ func (s *Service) RunStatic(ctx context.Context, cwd string, req bash.RunRequest
 	sess, err := bash.New(context.WithoutCancel(ctx), bash.Options{
 		Name: "static", Cwd: cwd, Env: sessionEnv(s.opts.Env),
 		NoChangeTimeout: s.opts.NoChangeTimeout, MaxBuffer: sessionMaxBuffer, Reaper: s.opts.Reaper,
+		Cred: s.opts.User,
 	})
 	if err != nil {
 		return nil, err

@@ -42,6 +42,9 @@ func setup() {
 	if err = testimage.BusyboxArchive(filepath.Join(dir, "busybox.oci.tar"), "busybox:latest"); err != nil {
 		return
 	}
+	if err = testimage.HttpdArchive(filepath.Join(dir, "httpd.oci.tar"), "httpd:latest"); err != nil {
+		return
+	}
 	if os.Getenv("BOTHY_EXECUTOR") != "" {
 		return
 	}
@@ -69,6 +72,14 @@ func fixtures(t testing.TB) {
 func BusyboxArchive(t testing.TB) string {
 	fixtures(t)
 	return filepath.Join(dir, "busybox.oci.tar")
+}
+
+// HttpdArchive returns the path of an OCI archive holding httpd:latest, a
+// server image with Entrypoint, Cmd, User, WorkingDir and Env
+// (testimage.HttpdArchive).
+func HttpdArchive(t testing.TB) string {
+	fixtures(t)
+	return filepath.Join(dir, "httpd.oci.tar")
 }
 
 // Executor returns the path of a static bothy-executor.

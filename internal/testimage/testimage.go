@@ -30,7 +30,16 @@ var epoch = time.Unix(0, 0).UTC()
 
 // BusyboxTar writes a root filesystem tarball: the static busybox, a symlink
 // per applet, and the few files a shell expects.
-func BusyboxTar(w io.Writer) error {
+func BusyboxTar(w io.Writer) error { return busyboxTar(w, busyboxExtras{}) }
+
+// busyboxExtras are what an image made from busybox adds to it.
+type busyboxExtras struct {
+	passwd, group string            // lines appended
+	dirs          []string          // made 0755, root's
+	files         map[string]string // written 0644, root's
+}
+
+func busyboxTar(w io.Writer, extra busyboxExtras) error {
 	bin, err := os.ReadFile(BusyboxPath)
 	if err != nil {
 		return fmt.Errorf("read busybox (apt-get install busybox-static): %w", err)
@@ -53,7 +62,7 @@ func BusyboxTar(w io.Writer) error {
 		_, err := tw.Write(data)
 		return err
 	}
-	for _, d := range []string{"bin", "dev", "etc", "proc", "root", "sys", "tmp", "usr", "usr/bin", "var", "var/tmp"} {
+	for _, d := range append([]string{"bin", "dev", "etc", "proc", "root", "sys", "tmp", "usr", "usr/bin", "var", "var/tmp"}, extra.dirs...) {
 		mode := int64(0o755)
 		if d == "tmp" || d == "var/tmp" {
 			mode = 0o1777
@@ -81,10 +90,20 @@ func BusyboxTar(w io.Writer) error {
 		return err
 	}
 	for _, f := range []struct{ name, content string }{
-		{"etc/group", "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"},
-		{"etc/passwd", "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"},
+		{"etc/group", "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n" + extra.group},
+		{"etc/passwd", "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n" + extra.passwd},
 	} {
 		if err := file(f.name, 0o644, []byte(f.content)); err != nil {
+			return err
+		}
+	}
+	names := make([]string, 0, len(extra.files))
+	for name := range extra.files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := file(name, 0o644, []byte(extra.files[name])); err != nil {
 			return err
 		}
 	}
@@ -94,9 +113,12 @@ func BusyboxTar(w io.Writer) error {
 // ArchiveOptions describe the image an OCI archive holds.
 type ArchiveOptions struct {
 	// Name is the ref.name annotation (e.g. "bothy-default:latest").
-	Name string
-	Cmd  []string
-	Env  []string
+	Name       string
+	Cmd        []string
+	Env        []string
+	Entrypoint []string
+	User       string
+	WorkingDir string
 }
 
 // WriteOCIArchive packs a rootfs tarball into a one-layer OCI image and writes
@@ -121,6 +143,9 @@ func WriteOCIArchive(rootfsTar, out string, opts ArchiveOptions) error {
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Cmd = opts.Cmd
 	cfg.Config.Env = opts.Env
+	cfg.Config.Entrypoint = opts.Entrypoint
+	cfg.Config.User = opts.User
+	cfg.Config.WorkingDir = opts.WorkingDir
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}
@@ -255,8 +280,36 @@ func PadRootfs(in, out string, mb int) error {
 
 // BusyboxArchive writes an OCI archive of the busybox image to out.
 func BusyboxArchive(out, name string) error {
+	return busyboxArchive(out, busyboxExtras{}, ArchiveOptions{Name: name, Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/bin:/usr/bin"}})
+}
+
+// HttpdPort is the port HttpdArchive's server listens on.
+const HttpdPort = 8080
+
+// HttpdArchive writes an OCI archive of a server image made the way a
+// Docker user's is: busybox's httpd as Entrypoint and Cmd, serving
+// /var/www (its WorkingDir) on HttpdPort as the user www (uid 101, gid 101,
+// also in group adm) named in its User, with an Env of its own, logging
+// each request on stderr.
+func HttpdArchive(out, name string) error {
+	return busyboxArchive(out, busyboxExtras{
+		passwd: "www:x:101:101:web server:/home/www:/bin/false\n",
+		group:  "www:x:101:\nadm:x:4:www\n",
+		dirs:   []string{"var/www"},
+		files:  map[string]string{"var/www/index.html": "hello from httpd\n"},
+	}, ArchiveOptions{
+		Name:       name,
+		Entrypoint: []string{"/bin/httpd"},
+		Cmd:        []string{"-f", "-vv", "-p", fmt.Sprint(HttpdPort), "-h", "/var/www"},
+		Env:        []string{"PATH=/bin:/usr/bin", "GREETING=from the image"},
+		User:       "www",
+		WorkingDir: "/var/www",
+	})
+}
+
+func busyboxArchive(out string, extra busyboxExtras, opts ArchiveOptions) error {
 	var buf bytes.Buffer
-	if err := BusyboxTar(&buf); err != nil {
+	if err := busyboxTar(&buf, extra); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".busybox-rootfs-")
@@ -271,5 +324,5 @@ func BusyboxArchive(out, name string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return WriteOCIArchive(tmp.Name(), out, ArchiveOptions{Name: name, Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/bin:/usr/bin"}})
+	return WriteOCIArchive(tmp.Name(), out, opts)
 }

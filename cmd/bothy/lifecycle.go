@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+func newLogsCmd(g *globals) *cobra.Command {
+	var (
+		o     sandbox.LogOptions
+		tail  string
+		since string
+	)
+	cmd := &cobra.Command{
+		Use:   "logs [flags] SANDBOX",
+		Short: "Show the output of a sandbox's main process",
+		Long: `Show the output of a sandbox's main process (the image's command, or the one
+given after -- to run -d): its stdout on stdout, its stderr on stderr. The
+executor records it inside the sandbox, in a log rotated at 10 MiB (the one
+before is kept), which stays readable after the sandbox has exited, until
+bothy rm.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.Tail, err = parseTail(tail); err != nil {
+				return err
+			}
+			if since != "" {
+				if o.Since, err = parseSince(since, time.Now()); err != nil {
+					return err
+				}
+			}
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return m.Logs(cmd.Context(), args[0], o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&o.Follow, "follow", "f", false, "follow the log until the sandbox stops")
+	f.StringVarP(&tail, "tail", "n", "all", "show only the last `N` lines")
+	f.StringVar(&since, "since", "", "show lines since a time: RFC 3339 (2026-11-25T06:00:00Z), Unix seconds, or a duration ago (10m)")
+	f.BoolVarP(&o.Timestamps, "timestamps", "t", false, "show each line's time")
+	return cmd
+}
+
+func parseTail(s string) (int, error) {
+	if s == "all" || s == "" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid --tail %q: want a number of lines or all", s)
+	}
+	return n, nil
+}
+
+// parseSince reads --since as docker does: a time, Unix seconds, or a
+// duration before now.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
+		return time.Unix(0, int64(secs*1e9)), nil
+	}
+	return time.Time{}, fmt.Errorf("invalid --since %q: want an RFC 3339 time, Unix seconds or a duration (10m)", s)
+}
+
+func newWaitCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "wait SANDBOX...",
+		Short: "Wait for sandboxes to stop and print their main processes' exit codes",
+		Long: `Wait for each sandbox to stop and print its main process's exit code, one a
+line; -1 for a sandbox with no main process or none recorded (its executor
+was killed).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			for _, ref := range args {
+				code, known, err := m.Wait(cmd.Context(), ref)
+				if err != nil {
+					return err
+				}
+				if !known {
+					code = -1
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), code)
+			}
+			return nil
+		},
+	}
+}
+
+func newRenameCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rename SANDBOX NEW_NAME",
+		Short: "Rename a sandbox",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return m.Rename(cmd.Context(), args[0], args[1])
+		},
+	}
+}
+
+func newTopCmd(g *globals) *cobra.Command {
+	var format *outputFormat
+	cmd := &cobra.Command{
+		Use:   "top SANDBOX",
+		Short: "List the processes of a running sandbox",
+		Long: `List the processes of a running sandbox, read from the host's /proc: PID is the
+host's pid, SBPID and PPID the sandbox's (1 is the executor), UID the host's uid
+(a subordinate id rootless), TIME user and system CPU time, RSS resident memory.
+Command lines are the sandbox's to choose: control characters are escaped.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			procs, err := m.Top(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format.value == "json" {
+				return writeJSON(cmd.OutOrStdout(), procs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "PID\tSBPID\tPPID\tUID\tTIME\tRSS\tCMD")
+			for _, p := range procs {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Pid, p.SandboxPid, p.PPid, p.UID,
+					p.CPU.Round(10*time.Millisecond), humanSize(p.RSS), p.Cmd)
+			}
+			return tw.Flush()
+		},
+	}
+	format = formatFlag(cmd.Flags(), "table", "json")
+	return cmd
+}
