@@ -86,6 +86,19 @@ $(BIN)/default-image.oci.tar: $(CACHE)/default-rootfs.tar internal/testimage/tes
 	@mkdir -p $(BIN)
 	$(GO) run ./internal/tools/mkimage -rootfs $< -name bothy-default:latest -cmd /bin/bash -o $@
 
+# The Jupyter plugin's test image: the default image's packages plus
+# Debian's IPython kernel and matplotlib (a figure comes back as a PNG).
+JUPYTER_PACKAGES := bash,coreutils,python3,procps,ca-certificates,python3-ipykernel,python3-matplotlib
+$(CACHE)/jupyter-rootfs.tar:
+	@mkdir -p $(CACHE)
+	mmdebstrap --quiet --format=tar --variant=minbase --include=$(JUPYTER_PACKAGES) \
+		$(DPKG_EXCLUDES) $(DEB_SUITE) $(CACHE)/.jupyter-rootfs.partial.tar $(DEB_MIRROR)
+	mv $(CACHE)/.jupyter-rootfs.partial.tar $@
+
+$(BIN)/jupyter-image.oci.tar: $(CACHE)/jupyter-rootfs.tar internal/testimage/testimage.go
+	@mkdir -p $(BIN)
+	$(GO) run ./internal/tools/mkimage -rootfs $< -name bothy-jupyter:latest -cmd /bin/bash -o $@
+
 $(BIN)/busybox.oci.tar: internal/testimage/testimage.go
 	@mkdir -p $(BIN)
 	$(GO) run ./internal/tools/mkimage -rootfs busybox -name busybox:latest -o $@
@@ -103,7 +116,8 @@ demo: build ## Run a real sandbox on the embedded default image and show a few c
 # Tests run twice: as root, and as an unprivileged user (created if missing) with
 # the same compiled test binaries, so nothing that needs privilege is skipped.
 TEST_PKGS = $$($(GO) list ./... | grep -v /internal/tools/)
-TEST_ENV   = PYTHON=$(PYTHON) BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy BOTHY_IMAGES=$(BIN)/bothy-images
+TEST_ENV   = PYTHON=$(PYTHON) BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy BOTHY_IMAGES=$(BIN)/bothy-images \
+             BOTHY_JUPYTER_IMAGE=$(BIN)/jupyter-image.oci.tar
 
 .PHONY: test
 test: build test-root test-rootless ## Set up, build, and pass every test as root and as an unprivileged user.
@@ -113,7 +127,7 @@ test: build test-root test-rootless ## Set up, build, and pass every test as roo
 test-name = $$(echo $(1) | sed 's|^github.com/bothy-sandbox/bothy||; s|^/||; s|/|_|g; s|^$$|module|')
 
 .PHONY: test-bins
-test-bins: build
+test-bins: build $(BIN)/jupyter-image.oci.tar
 	@rm -rf $(BIN)/tests && mkdir -p $(BIN)/tests
 	@for p in $(TEST_PKGS); do \
 		$(GO) test -c $(GOFLAGS_BUILD) -o $(BIN)/tests/$(call test-name,$$p).test $$p || exit 1; \
@@ -142,7 +156,7 @@ test-rootless: test-bins test-user ## Run every test as an unprivileged user ($(
 
 # One package, both ways, while working on it: make test-pkg PKG=./sandbox RUN=TestEscape
 .PHONY: test-pkg
-test-pkg: build test-user ## Test one package (PKG=./dir, optional RUN=regexp) as root and as $(TEST_USER).
+test-pkg: build test-user $(BIN)/jupyter-image.oci.tar ## Test one package (PKG=./dir, optional RUN=regexp) as root and as $(TEST_USER).
 	@test -n "$(PKG)" || { echo "usage: make test-pkg PKG=./sandbox [RUN=TestName]" >&2; exit 2; }
 	@d=$(BIN)/tests-pkg/$$(echo $(PKG) | tr -c 'a-zA-Z0-9\n' _); rm -rf $$d && mkdir -p $$d; \
 	n=$(call test-name,$$($(GO) list $(PKG))); \

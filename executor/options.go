@@ -100,11 +100,12 @@ type Options struct {
 	// Plugins are the enabled plugins (see package plugins): they serve
 	// the OpenHands actions the core does not (Jupyter, browser), the VS
 	// Code token, and their own routes under /plugins/NAME/. Each starts
-	// on first use, or with the server when EagerPlugins is set; a start
-	// is bounded by PluginStartTimeout (plugin.DefaultStartTimeout when
-	// zero).
+	// on first use, or with the server when EagerPlugins is set or it is
+	// named in EagerPluginNames; a start is bounded by PluginStartTimeout
+	// (plugin.DefaultStartTimeout when zero).
 	Plugins            []plugins.Plugin
 	EagerPlugins       bool
+	EagerPluginNames   []string
 	PluginStartTimeout time.Duration
 	// Cgroup reads the sandbox's cgroup (memory, CPU, I/O, OOM kills);
 	// nil means cgroup.Default, the one at /sys/fs/cgroup.

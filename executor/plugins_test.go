@@ -34,14 +34,21 @@ func TestBuiltinPluginsUnavailable(t *testing.T) {
 		t.Fatalf("alive: %+v", a)
 	}
 	for _, p := range a.Plugins {
-		if p.State != api.PluginUnavailable || !strings.Contains(p.Error, "this build") {
+		// Jupyter's service is built in: here, on the host, python3 has
+		// no ipykernel (the sandbox tests run it on an image that has).
+		want := "this build"
+		if p.Name == "jupyter" {
+			want = "ipykernel"
+		}
+		if p.State != api.PluginUnavailable || !strings.Contains(p.Error, want) {
 			t.Errorf("plugin state %+v", p)
 		}
 	}
-	if _, obs := ts.action(t, "run_ipython", map[string]any{"code": "1+1"}, 0); obs.Content != "JupyterRequirement not found. Unable to run IPython action." {
+	if _, obs := ts.action(t, "run_ipython", map[string]any{"code": "1+1"}, 0); !strings.HasPrefix(obs.Content, "JupyterRequirement not found. Unable to run IPython action.\n") ||
+		!strings.Contains(obs.Content, "python3-ipykernel") {
 		t.Errorf("run_ipython: %+v", obs)
 	}
-	if _, obs := ts.action(t, "browse", map[string]any{"url": "http://x"}, 0); obs.Content != "Browser functionality is not supported or disabled." {
+	if _, obs := ts.action(t, "browse", map[string]any{"url": "http://x"}, 0); !strings.HasPrefix(obs.Content, "Browser functionality is not supported or disabled.\n") {
 		t.Errorf("browse: %+v", obs)
 	}
 	if status, resp := ts.raw(t, "GET", "/vscode/connection_token", ""); status != 200 || strings.TrimSpace(string(resp)) != `{"token":null}` {

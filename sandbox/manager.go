@@ -178,6 +178,10 @@ type CreateOptions struct {
 	// Security changes the hardening baseline (capabilities, seccomp,
 	// read-only root, /dev/shm size).
 	Security Security
+	// Plugins are the executor's plugins (package plugins), each NAME
+	// (started on first use) or NAME:eager (started with the executor);
+	// the image must hold their dependencies (their recipes).
+	Plugins []string
 }
 
 // image resolves ref, importing the embedded default image on first use.

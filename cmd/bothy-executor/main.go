@@ -55,7 +55,7 @@ func run(args []string) (int, error) {
 		reqMem       = fs.Int64("request-memory", 0, "`bytes` that requests in flight may hold at once for JSON bodies, file contents and editor work; requests wait their turn (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
 		outMem       = fs.Int64("output-memory", 0, "`bytes` of process output retained in memory across processes beyond 4 KiB per stream (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
 		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
-		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use")
+		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use, or with the executor when its name ends in "+plugins.EagerSuffix)
 		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
 		version      = fs.Bool("version", false, "print the version and exit")
 	)
@@ -99,7 +99,7 @@ func run(args []string) (int, error) {
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 
-	enabled, err := plugins.Select(*pluginList)
+	enabled, eager, err := plugins.ParseEnabled(*pluginList)
 	if err != nil {
 		return 2, err
 	}
@@ -107,17 +107,18 @@ func run(args []string) (int, error) {
 	cfg := executor.Config{
 		Socket: *socket,
 		Server: executor.Options{
-			APIKey:          key,
-			Env:             os.Environ(), // without the key, unset above
-			Logger:          logger,
-			MaxOutput:       *maxOutput,
-			NoChangeTimeout: *noChange,
-			MaxUpload:       *maxUpload,
-			MaxRequestBody:  *maxBody,
-			RequestMemory:   *reqMem,
-			OutputMemory:    *outMem,
-			Plugins:         enabled,
-			EagerPlugins:    *pluginsEager,
+			APIKey:           key,
+			Env:              os.Environ(), // without the key, unset above
+			Logger:           logger,
+			MaxOutput:        *maxOutput,
+			NoChangeTimeout:  *noChange,
+			MaxUpload:        *maxUpload,
+			MaxRequestBody:   *maxBody,
+			RequestMemory:    *reqMem,
+			OutputMemory:     *outMem,
+			Plugins:          enabled,
+			EagerPlugins:     *pluginsEager,
+			EagerPluginNames: eager,
 		},
 		MemoryLimit:  *memLimit,
 		GoMemLimit:   os.Getenv("GOMEMLIMIT"),

@@ -24,6 +24,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/network"
+	"github.com/bothy-sandbox/bothy/plugins"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -64,6 +65,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err := volumes(); err != nil {
 				return err
 			}
+			if _, _, err := plugins.ParseEnabled(strings.Join(opts.Plugins, ",")); err != nil {
+				return fmt.Errorf("--plugin: %w", err)
+			}
 			m, err := g.manager()
 			if err != nil {
 				return err
@@ -79,6 +83,7 @@ func newRunCmd(g *globals) *cobra.Command {
 					return err
 				}
 				warnIgnoredLimits(cmd, sb)
+				warnMissingPlugins(cmd, sb, opts.Plugins)
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
 			}
@@ -93,6 +98,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			warnIgnoredLimits(cmd, sb)
+			warnMissingPlugins(cmd, sb, opts.Plugins)
 			code, runErr := streamCommand(cmd, sb, argv, stdin, timeout)
 			ctx := cmd.Context()
 			if ctx.Err() != nil {
@@ -124,10 +130,32 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.Network.Egress, "egress", "", "outbound policy: allow (the default) or deny (nothing out but replies; published ports still answer)")
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
+	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin ("+strings.Join(plugins.Names(), ", ")+") on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
 	return cmd
+}
+
+// warnMissingPlugins says on stderr which enabled plugins the sandbox's
+// image lacks the dependencies of (each recipe's check, run in the
+// sandbox): they answer that they are unavailable.
+func warnMissingPlugins(cmd *cobra.Command, sb *sandbox.Sandbox, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	c := sb.Client()
+	defer c.Close()
+	err := plugins.CheckInstalled(cmd.Context(), sb.Image, names, func(ctx context.Context, check string) (int, error) {
+		res, err := c.Run(ctx, api.RunRequest{Cmd: check, Wait: true})
+		if err != nil {
+			return 0, err
+		}
+		return res.ExitCode, nil
+	})
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s: %v\n", sb.ShortID(), err)
+	}
 }
 
 func newExecCmd(g *globals) *cobra.Command {
