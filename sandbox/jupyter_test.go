@@ -13,8 +13,6 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
-	"github.com/bothy-sandbox/bothy/plugins"
-	_ "github.com/bothy-sandbox/bothy/plugins/builtin"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -89,6 +87,10 @@ func TestJupyterKernel(t *testing.T) {
 	c := sb.Client()
 	defer c.Close()
 
+	// The image has what the plugin needs.
+	if err := sb.CheckPlugins(ctx, []string{"jupyter"}); err != nil {
+		t.Errorf("check: %v", err)
+	}
 	// Lazy: enabled, not started, no memory.
 	alive, err := c.AliveStatus(ctx)
 	if err != nil || len(alive.Plugins) != 1 || alive.Plugins[0].State != api.PluginStopped || alive.Plugins[0].RSS != nil {
@@ -242,15 +244,10 @@ func TestJupyterMissing(t *testing.T) {
 	}
 	c := sb.Client()
 	defer c.Close()
-	err = plugins.CheckInstalled(ctx, sb.Image, []string{"jupyter"}, func(ctx context.Context, cmd string) (int, error) {
-		res, err := c.Run(ctx, api.RunRequest{Cmd: cmd, Wait: true})
-		if err != nil {
-			return 0, err
-		}
-		return res.ExitCode, nil
-	})
-	var missing *plugins.MissingError
-	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "python3-ipykernel") || !strings.Contains(err.Error(), "bothy build --base") {
+	// What bothy run --plugin warns.
+	err = sb.CheckPlugins(ctx, []string{"jupyter"})
+	if !errors.Is(err, sandbox.ErrPluginsMissing) || !strings.Contains(err.Error(), "python3-ipykernel") ||
+		!strings.Contains(err.Error(), "bothy build --base "+sb.Image+" --plugins jupyter") {
 		t.Errorf("check: %v", err)
 	}
 	obs, _ := ipython(t, c, "1+1", 0, nil)

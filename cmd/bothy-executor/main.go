@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 
@@ -58,6 +60,8 @@ func run(args []string) (int, error) {
 		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use, or with the executor when its name ends in "+plugins.EagerSuffix)
 		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
 		version      = fs.Bool("version", false, "print the version and exit")
+		checkPlugins = fs.String("check-plugins", "", "run the recipe check of these comma-separated `plugins` here, print which lack their dependencies and exit (3 when one does)")
+		checkImage   = fs.String("check-image", "IMAGE", "the image named in --check-plugins' message")
 	)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -68,6 +72,9 @@ func run(args []string) (int, error) {
 	if *version {
 		fmt.Println(executor.Version)
 		return 0, nil
+	}
+	if *checkPlugins != "" {
+		return checkInstalled(*checkPlugins, *checkImage)
 	}
 	// Before anything is started or served: a program that cannot be
 	// loaded stops the executor.
@@ -166,4 +173,31 @@ func run(args []string) (int, error) {
 		cfg.Ready = f
 	}
 	return executor.Run(context.Background(), cfg)
+}
+
+// checkInstalled runs the recipe checks of the plugins in list with
+// /bin/sh and prints which lack their dependencies (bothy run --plugin
+// runs it in the new sandbox).
+func checkInstalled(list, image string) (int, error) {
+	_, _, err := plugins.ParseEnabled(list)
+	if err != nil {
+		return 2, err
+	}
+	err = plugins.CheckInstalled(context.Background(), image, strings.Split(list, ","), func(ctx context.Context, check string) (int, error) {
+		err := exec.CommandContext(ctx, "/bin/sh", "-c", check).Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), nil
+		}
+		return 0, err
+	})
+	var missing *plugins.MissingError
+	switch {
+	case errors.As(err, &missing):
+		fmt.Println(missing.Error())
+		return 3, nil
+	case err != nil:
+		return 1, err
+	}
+	return 0, nil
 }

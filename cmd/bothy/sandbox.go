@@ -24,7 +24,6 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/network"
-	"github.com/bothy-sandbox/bothy/plugins"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -64,9 +63,6 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			if err := volumes(); err != nil {
 				return err
-			}
-			if _, _, err := plugins.ParseEnabled(strings.Join(opts.Plugins, ",")); err != nil {
-				return fmt.Errorf("--plugin: %w", err)
 			}
 			m, err := g.manager()
 			if err != nil {
@@ -130,7 +126,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.Network.Egress, "egress", "", "outbound policy: allow (the default) or deny (nothing out but replies; published ports still answer)")
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
-	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin ("+strings.Join(plugins.Names(), ", ")+") on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
+	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
@@ -138,22 +134,9 @@ func newRunCmd(g *globals) *cobra.Command {
 }
 
 // warnMissingPlugins says on stderr which enabled plugins the sandbox's
-// image lacks the dependencies of (each recipe's check, run in the
-// sandbox): they answer that they are unavailable.
+// image lacks the dependencies of: they answer that they are unavailable.
 func warnMissingPlugins(cmd *cobra.Command, sb *sandbox.Sandbox, names []string) {
-	if len(names) == 0 {
-		return
-	}
-	c := sb.Client()
-	defer c.Close()
-	err := plugins.CheckInstalled(cmd.Context(), sb.Image, names, func(ctx context.Context, check string) (int, error) {
-		res, err := c.Run(ctx, api.RunRequest{Cmd: check, Wait: true})
-		if err != nil {
-			return 0, err
-		}
-		return res.ExitCode, nil
-	})
-	if err != nil {
+	if err := sb.CheckPlugins(cmd.Context(), names); err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s: %v\n", sb.ShortID(), err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -47,8 +46,6 @@ type kernelConfig struct {
 	Cwd     string   // its first working directory
 	Environ []string // its environment
 	Reaper  *reap.Reaper
-	// ExtraPath is put on the kernel's sys.path (the agent skills).
-	ExtraPath string
 }
 
 // kernel is one running IPython kernel and the executor's connection to
@@ -107,9 +104,9 @@ func (k *kernel) start(ctx context.Context) error {
 		return fmt.Errorf("start kernel: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(k.cfg.Python, "-m", "ipykernel_launcher", "-f", connFile, "--IPKernelApp.parent_handle=0")
+	cmd := exec.Command(k.cfg.Python, "-m", "ipykernel_launcher", "-f", connFile)
 	cmd.Dir = k.cfg.Cwd
-	cmd.Env = kernelEnv(k.cfg.Environ, k.cfg.ExtraPath)
+	cmd.Env = k.cfg.Environ
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	k.started = time.Now()
@@ -204,28 +201,6 @@ func (k *kernel) exited(log *os.File) error {
 		err = fmt.Errorf("%w: %s has no ipykernel module: install Debian's python3-ipykernel in the image (bothy build --plugins jupyter)", plugins.ErrUnavailable, k.cfg.Python)
 	}
 	return err
-}
-
-// kernelEnv is the kernel's environment: environ, with ExtraPath on
-// PYTHONPATH, and no terminal colours where they can be avoided.
-func kernelEnv(environ []string, extra string) []string {
-	env := make([]string, 0, len(environ)+2)
-	pp := extra
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
-			if v != "" && pp != "" {
-				pp += ":" + v
-			} else if v != "" {
-				pp = v
-			}
-			continue
-		}
-		env = append(env, kv)
-	}
-	if pp != "" {
-		env = append(env, "PYTHONPATH="+pp)
-	}
-	return env
 }
 
 // freePorts returns n distinct free TCP ports of the loopback: held open

@@ -21,6 +21,9 @@ import (
 // (OpenHands' default sandbox timeout).
 const DefaultTimeout = 120 * time.Second
 
+// StartTimeout bounds a kernel's start.
+const StartTimeout = 2 * time.Minute
+
 // maxKernels caps the kernels of a sandbox (each costs tens of MB).
 const maxKernels = 8
 
@@ -76,9 +79,11 @@ func (s *Service) kernel(ctx context.Context, id string) (*kernelSlot, error) {
 		slot = &kernelSlot{ready: make(chan struct{}), init: map[string]int{}}
 		s.kernels[id] = slot
 		go func() {
-			// A start is bounded by the plugin's context, not by the first
-			// caller's: a second caller may wait for it.
-			slot.k, slot.err = startKernel(s.ctx, kernelConfig{Python: s.python, Cwd: s.env.Cwd, Environ: s.env.Environ, Reaper: s.env.Reaper})
+			// A start is bounded by the plugin's context and a timeout, not
+			// by the first caller's: a second caller may wait for it.
+			ctx, cancel := context.WithTimeout(s.ctx, StartTimeout)
+			defer cancel()
+			slot.k, slot.err = startKernel(ctx, kernelConfig{Python: s.python, Cwd: s.env.Cwd, Environ: s.env.Environ, Reaper: s.env.Reaper})
 			if slot.err != nil {
 				s.mu.Lock()
 				if s.kernels[id] == slot {
