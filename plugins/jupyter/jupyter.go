@@ -60,6 +60,9 @@ func (Plugin) Routes() []plugins.Route {
 // a kernel answers. Without python3 or its ipykernel module the plugin is
 // unavailable, and the error names what to install.
 func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
+	if env.Reaper == nil {
+		return nil, errors.New("start jupyter: no reaper to start the kernel with")
+	}
 	python, err := lookPython(env.Environ)
 	if err != nil {
 		return nil, fmt.Errorf("start jupyter: %w", err)
