@@ -87,13 +87,15 @@ $(BIN)/default-image.oci.tar: $(CACHE)/default-rootfs.tar internal/testimage/tes
 	$(GO) run ./internal/tools/mkimage -rootfs $< -name bothy-default:latest -cmd /bin/bash -o $@
 
 # The Jupyter plugin's test image: the default image's packages plus
-# Debian's IPython kernel and matplotlib (a figure comes back as a PNG),
-# without their recommends (gcc, boost, gdb: 1.2 GB with them).
+# Debian's IPython kernel and matplotlib (a figure comes back as a PNG).
+# 1.2 GB unpacked, by their dependencies alone (mmdebstrap installs no
+# recommends): ipykernel's debugpy brings gdb, matplotlib's scipy stack
+# pythran with g++ and boost.
 JUPYTER_PACKAGES := bash,coreutils,python3,procps,ca-certificates,python3-ipykernel,python3-matplotlib
 $(CACHE)/jupyter-rootfs.tar:
 	@mkdir -p $(CACHE)
 	mmdebstrap --quiet --format=tar --variant=minbase --include=$(JUPYTER_PACKAGES) \
-		--aptopt='APT::Install-Recommends "false"' $(DPKG_EXCLUDES) $(DEB_SUITE) $(CACHE)/.jupyter-rootfs.partial.tar $(DEB_MIRROR)
+		$(DPKG_EXCLUDES) $(DEB_SUITE) $(CACHE)/.jupyter-rootfs.partial.tar $(DEB_MIRROR)
 	mv $(CACHE)/.jupyter-rootfs.partial.tar $@
 
 $(BIN)/jupyter-image.oci.tar: $(CACHE)/jupyter-rootfs.tar internal/testimage/testimage.go
