@@ -89,8 +89,8 @@ $(BIN)/default-image.oci.tar: $(CACHE)/default-rootfs.tar internal/testimage/tes
 # The Jupyter plugin's test image: the default image's packages plus
 # Debian's IPython kernel and matplotlib (a figure comes back as a PNG).
 # 1.2 GB unpacked, by their dependencies alone (mmdebstrap installs no
-# recommends): ipykernel's debugpy brings gdb, matplotlib's scipy stack
-# pythran with g++ and boost.
+# recommends): debugpy (ipykernel) brings gdb through pydevd, scipy
+# brings pythran with g++ and boost.
 JUPYTER_PACKAGES := bash,coreutils,python3,procps,ca-certificates,python3-ipykernel,python3-matplotlib
 $(CACHE)/jupyter-rootfs.tar:
 	@mkdir -p $(CACHE)
