@@ -101,9 +101,25 @@ $(BIN)/browser-image.oci.tar: $(CACHE)/browser-rootfs.tar internal/testimage/tes
 	@mkdir -p $(BIN)
 	$(GO) run ./internal/tools/mkimage -rootfs $< -name bothy-browser:latest -cmd /bin/bash -o $@
 
+# The Jupyter plugin's test image: the default image's packages plus
+# Debian's IPython kernel and matplotlib (a figure comes back as a PNG).
+# 1.2 GB unpacked, by their dependencies alone (mmdebstrap installs no
+# recommends): debugpy (ipykernel) brings gdb through pydevd, scipy
+# brings pythran with g++ and boost.
+JUPYTER_PACKAGES := bash,coreutils,python3,procps,ca-certificates,python3-ipykernel,python3-matplotlib
+$(CACHE)/jupyter-rootfs.tar:
+	@mkdir -p $(CACHE)
+	mmdebstrap --quiet --format=tar --variant=minbase --include=$(JUPYTER_PACKAGES) \
+		$(DPKG_EXCLUDES) $(DEB_SUITE) $(CACHE)/.jupyter-rootfs.partial.tar $(DEB_MIRROR)
+	mv $(CACHE)/.jupyter-rootfs.partial.tar $@
+
+$(BIN)/jupyter-image.oci.tar: $(CACHE)/jupyter-rootfs.tar internal/testimage/testimage.go
+	@mkdir -p $(BIN)
+	$(GO) run ./internal/tools/mkimage -rootfs $< -name bothy-jupyter:latest -cmd /bin/bash -o $@
+
 # The images the tests use besides the default one.
 .PHONY: test-images
-test-images: $(BIN)/browser-image.oci.tar
+test-images: $(BIN)/browser-image.oci.tar $(BIN)/jupyter-image.oci.tar
 
 $(BIN)/busybox.oci.tar: internal/testimage/testimage.go
 	@mkdir -p $(BIN)
@@ -123,7 +139,8 @@ demo: build ## Run a real sandbox on the embedded default image and show a few c
 # the same compiled test binaries, so nothing that needs privilege is skipped.
 TEST_PKGS = $$($(GO) list ./... | grep -v /internal/tools/)
 TEST_ENV   = PYTHON=$(PYTHON) BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy BOTHY_IMAGES=$(BIN)/bothy-images \
-             BOTHY_BROWSER_IMAGE=$(BIN)/browser-image.oci.tar
+             BOTHY_BROWSER_IMAGE=$(BIN)/browser-image.oci.tar \
+             BOTHY_JUPYTER_IMAGE=$(BIN)/jupyter-image.oci.tar
 
 .PHONY: test
 test: build test-root test-rootless ## Set up, build, and pass every test as root and as an unprivileged user.

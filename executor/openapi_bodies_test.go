@@ -24,7 +24,9 @@ import (
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/plugins"
+	jupyterplugin "github.com/bothy-sandbox/bothy/plugins/jupyter"
 )
 
 // contractPlugin is a Plugin for the schema test: a Jupyter stand-in that
@@ -35,12 +37,16 @@ type contractPlugin struct {
 	actions []string
 	ready   chan struct{}
 	token   string
+	routes  []plugins.Route
 }
 
 var (
 	_ plugins.Plugin  = (*contractPlugin)(nil)
+	_ plugins.Router  = (*contractPlugin)(nil)
 	_ plugins.Tokener = contractService{}
 )
+
+func (p *contractPlugin) Routes() []plugins.Route { return p.routes }
 
 func (p *contractPlugin) Name() string           { return p.name }
 func (p *contractPlugin) Actions() []string      { return p.actions }
@@ -59,8 +65,51 @@ func (p *contractPlugin) Start(ctx context.Context, _ plugins.Env) (plugins.Serv
 type contractService struct{ p *contractPlugin }
 
 func (s contractService) ConnectionToken() string { return s.p.token }
-func (s contractService) Handler() http.Handler   { return nil }
-func (s contractService) Close() error            { return nil }
+func (s contractService) Handler() http.Handler {
+	if s.p.name == "jupyter" {
+		return contractKernels()
+	}
+	return nil
+}
+
+// contractKernels answers the Jupyter plugin's native routes as the real
+// plugin does (its handler needs an IPython kernel, which the sandbox
+// tests run), with the wire types of package api.
+func contractKernels() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/kernels", func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteJSON(w, 200, []api.Kernel{{ID: "default", Pid: 7, Python: "/usr/bin/python3", RSS: 60 << 20}})
+	})
+	mux.HandleFunc("DELETE /v1/kernels/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "default" {
+			httpapi.WriteError(w, 404, api.CodeNotFound, "kernel: no such kernel")
+			return
+		}
+		w.WriteHeader(204)
+	})
+	mux.HandleFunc("POST /v1/kernels/{id}/execute", func(w http.ResponseWriter, r *http.Request) {
+		var req api.KernelExecuteRequest
+		if err := httpapi.Decode(r.Body, &req); err != nil {
+			httpapi.Error(w, httpapi.BadRequest(err))
+			return
+		}
+		out := api.KernelEvent{Type: api.KernelStdout, Text: "hi\n"}
+		res := api.KernelEvent{Type: api.KernelResult, ExecutionCount: 1, Data: map[string]any{"text/plain": "2", "image/png": "iVBORw0KGgo="}}
+		fail := api.KernelEvent{Type: api.KernelError, Name: "ValueError", Value: "no", Traceback: []string{"\x1b[31mValueError\x1b[0m: no"}}
+		rep := api.KernelReply{Status: "error", ExecutionCount: 1, Interrupted: true, Restarted: true}
+		if req.Stream {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			enc := json.NewEncoder(w)
+			for _, ev := range []api.KernelEvent{out, res, fail, {Type: api.KernelEnd, Reply: &rep}} {
+				enc.Encode(ev)
+			}
+			return
+		}
+		httpapi.WriteJSON(w, 200, api.KernelExecution{Results: []api.KernelEvent{res}, Logs: api.KernelLogs{Stdout: []string{"hi\n"}, Stderr: []string{}}, Error: &fail, Reply: rep, Truncated: true})
+	})
+	return mux
+}
+func (s contractService) Close() error { return nil }
 func (s contractService) Execute(ctx context.Context, a *api.Action) (*api.Observation, error) {
 	return api.NewObservation(api.ObservationRunIPython, "Code executed in IPython cell.", "2",
 		map[string]any{"code": "1+1", "image_urls": nil}), nil
@@ -143,7 +192,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	rec := &recorder{}
 	dir := t.TempDir()
 	starting := &contractPlugin{name: "browser", actions: []string{api.ActionBrowse, api.ActionBrowseInteractive}, ready: make(chan struct{})}
-	jupyter := &contractPlugin{name: "jupyter", actions: []string{api.ActionRunIPython}}
+	jupyter := &contractPlugin{name: "jupyter", actions: []string{api.ActionRunIPython}, routes: jupyterplugin.Plugin{}.Routes()}
 	vscode := &contractPlugin{name: "vscode", token: "vs-token"}
 	netInfo := filepath.Join(t.TempDir(), "network.json")
 	if err := os.WriteFile(netInfo, []byte(`{"mode":"bridge","driver":"bridge","address":"10.77.0.2/16","gateway":"10.77.0.1","ports":[{"host_ip":"127.0.0.1","host_port":20001,"container_port":8000,"protocol":"tcp"}]}`), 0o644); err != nil {
@@ -160,6 +209,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	exerciseFiles(t, c, dir)
 	exerciseOpenHands(t, c, dir)
 	exercisePorts(t, c)
+	exerciseKernels(t, c)
 
 	// A second executor without key or plugins, then shut down.
 	dir2 := t.TempDir()
@@ -588,4 +638,14 @@ func exercisePorts(t *testing.T, c *contractConn) {
 	cport := strconv.Itoa(closed.Addr().(*net.TCPAddr).Port)
 	closed.Close()
 	c.expect(t, 502, "GET", "/v1/ports/"+cport+"/connect", "", up...)
+}
+
+// exerciseKernels drives the Jupyter plugin's native routes (answered by
+// contractKernels) through the executor's router.
+func exerciseKernels(t *testing.T, c *contractConn) {
+	c.expect(t, 200, "GET", "/v1/kernels", "")
+	c.expect(t, 200, "POST", "/v1/kernels/default/execute", `{"code":"1+1","timeout":5,"cwd":"/tmp"}`)
+	c.expect(t, 200, "POST", "/v1/kernels/k2/execute", `{"code":"1+1","stream":true}`)
+	c.expect(t, 204, "DELETE", "/v1/kernels/default", "")
+	c.expect(t, 404, "DELETE", "/v1/kernels/nope", "")
 }

@@ -106,11 +106,12 @@ type Options struct {
 	// Plugins are the enabled plugins (see package plugins): they serve
 	// the OpenHands actions the core does not (Jupyter, browser), the VS
 	// Code token, and their own routes under /plugins/NAME/. Each starts
-	// on first use, or with the server when EagerPlugins is set; a start
-	// is bounded by PluginStartTimeout (plugin.DefaultStartTimeout when
-	// zero).
+	// on first use, or with the server when EagerPlugins is set or it is
+	// named in EagerPluginNames; a start is bounded by PluginStartTimeout
+	// (plugin.DefaultStartTimeout when zero).
 	Plugins            []plugins.Plugin
 	EagerPlugins       bool
+	EagerPluginNames   []string
 	PluginStartTimeout time.Duration
 	// User is who processes (commands, sessions, the main command) run as
 	// unless a request says otherwise: the image's User, or bothy run

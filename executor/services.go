@@ -37,9 +37,17 @@ type services struct {
 func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budget.Output, active info.Activity) (services, error) {
 	var s services
 	bodies := &httpapi.Bodies{Max: o.MaxRequestBody, Mem: reqMem}
+	// The plugins follow the default bash session's working directory,
+	// once there are sessions.
+	workingDir := func() string {
+		if s.sessions == nil {
+			return o.Cwd
+		}
+		return s.sessions.WorkingDir()
+	}
 	plugins, err := plugin.New(o.Plugins, plugin.Options{
-		Env:   plugins.Env{Cwd: o.Cwd, Environ: o.Env, Reaper: r, Log: o.Logger},
-		Eager: o.EagerPlugins, StartTimeout: o.PluginStartTimeout, Reserved: openhands.CoreActions,
+		Env:   plugins.Env{Cwd: o.Cwd, WorkingDir: workingDir, Environ: o.Env, Reaper: r, Log: o.Logger},
+		Eager: o.EagerPlugins, EagerNames: o.EagerPluginNames, StartTimeout: o.PluginStartTimeout, Reserved: openhands.CoreActions,
 	})
 	if err != nil {
 		return s, err

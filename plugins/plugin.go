@@ -48,10 +48,33 @@ type Tokener interface {
 	ConnectionToken() string
 }
 
+// Router is a Plugin that serves routes of the native API besides its
+// own under /plugins/NAME/ (Jupyter's /v1/kernels): while the plugin is
+// enabled the executor serves each with the Service's Handler, the path
+// unchanged, starting the plugin on first use.
+type Router interface {
+	Routes() []Route
+}
+
+// Route is one route of a Router: a method and a net/http ServeMux
+// pattern path.
+type Route struct {
+	Method, Path, Summary string
+}
+
+// Processes is a Service that reports the processes it runs, whose
+// resident memory the executor reports as the plugin's.
+type Processes interface {
+	PIDs() []int
+}
+
 // Env is what the executor gives a plugin's service.
 type Env struct {
 	// Cwd is the executor's working directory.
 	Cwd string
+	// WorkingDir, when set, reports the default bash session's working
+	// directory now (Jupyter's kernel follows it, as in OpenHands).
+	WorkingDir func() string
 	// Environ is the base environment of the processes it starts.
 	Environ []string
 	// Reaper starts and waits for every process in the sandbox: a

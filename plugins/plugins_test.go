@@ -59,7 +59,9 @@ func TestValidate(t *testing.T) {
 }
 
 // The plugins bothy ships declare their recipes, and say honestly that
-// this build runs none of their services.
+// this build runs none of their services but Jupyter's (which the sandbox
+// tests run, and which needs a reaper) and the browser's (which finds no
+// Chromium with an empty environment).
 func TestBuiltinServicesUnavailable(t *testing.T) {
 	if len(plugins.Names()) != 3 {
 		t.Fatalf("builtin plugins: %v", plugins.Names())
@@ -67,8 +69,18 @@ func TestBuiltinServicesUnavailable(t *testing.T) {
 	for _, name := range plugins.Names() {
 		p, _ := plugins.Lookup(name)
 		svc, err := p.Start(context.Background(), plugins.Env{})
-		if svc != nil || !errors.Is(err, plugins.ErrUnavailable) || !strings.Contains(err.Error(), "this build") {
-			t.Errorf("%s: %v %v, want unavailable in this build", name, svc, err)
+		if name == "jupyter" {
+			if svc != nil || err == nil || !strings.Contains(err.Error(), "no reaper") {
+				t.Errorf("jupyter without a reaper: %v %v", svc, err)
+			}
+			continue
+		}
+		want := "this build"
+		if name == "browser" {
+			want = "no Chromium"
+		}
+		if svc != nil || !errors.Is(err, plugins.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v %v, want unavailable: %s", name, svc, err, want)
 		}
 	}
 }
@@ -87,5 +99,36 @@ func TestRecipeNames(t *testing.T) {
 		if err := (plugins.Recipe{Name: "x", Packages: []string{pkg}, Check: "true"}).Validate(); (err == nil) != ok {
 			t.Errorf("package %q: %v", pkg, err)
 		}
+	}
+}
+
+func TestParseEnabled(t *testing.T) {
+	ps, eager, err := plugins.ParseEnabled("vscode, jupyter:eager,jupyter")
+	if err != nil || len(ps) != 2 || ps[0].Name() != "jupyter" || ps[1].Name() != "vscode" || len(eager) != 1 || eager[0] != "jupyter" {
+		t.Errorf("ParseEnabled: %v %v %v", ps, eager, err)
+	}
+	if _, _, err := plugins.ParseEnabled("nope:eager"); !errors.Is(err, plugins.ErrUnknown) {
+		t.Errorf("unknown: %v", err)
+	}
+}
+
+// CheckInstalled names the plugins whose recipe check fails, their
+// packages and the build command that adds them.
+func TestCheckInstalled(t *testing.T) {
+	var ran []string
+	err := plugins.CheckInstalled(context.Background(), "img:1", []string{"jupyter:eager", "vscode"}, func(ctx context.Context, cmd string) (int, error) {
+		ran = append(ran, cmd)
+		if strings.Contains(cmd, "ipykernel") {
+			return 1, nil
+		}
+		return 0, nil
+	})
+	var missing *plugins.MissingError
+	if !errors.As(err, &missing) || len(missing.Missing) != 1 || len(ran) != 2 ||
+		!strings.Contains(err.Error(), "python3-ipykernel") || !strings.HasSuffix(err.Error(), "bothy build --base img:1 --plugins jupyter") {
+		t.Errorf("CheckInstalled: %v (ran %q)", err, ran)
+	}
+	if err := plugins.CheckInstalled(context.Background(), "img", []string{"vscode"}, func(context.Context, string) (int, error) { return 0, nil }); err != nil {
+		t.Errorf("all present: %v", err)
 	}
 }

@@ -88,3 +88,30 @@ func Parse(list string) ([]Recipe, error) {
 	}
 	return out, nil
 }
+
+// EagerSuffix marks a plugin started with the executor rather than on
+// first use: "jupyter:eager".
+const EagerSuffix = ":eager"
+
+// ParseEnabled is Select for lists whose names may end in ":eager"
+// ("jupyter:eager,browser"): the plugins, sorted by name, and the names
+// to start eagerly.
+func ParseEnabled(list string) ([]Plugin, []string, error) {
+	var names, eager []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if base, ok := strings.CutSuffix(n, EagerSuffix); ok {
+			n = base
+			if !slices.Contains(eager, n) {
+				eager = append(eager, n)
+			}
+		}
+		names = append(names, n)
+	}
+	ps, err := Select(strings.Join(names, ","))
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(eager)
+	return ps, eager, nil
+}

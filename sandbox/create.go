@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/cgroups"
@@ -113,6 +115,10 @@ func (c *creation) finish(err *error) {
 
 func (c *creation) onExit(f func()) { c.atExit = append(c.atExit, f) }
 
+// pluginSpec is an entry of CreateOptions.Plugins: a plugin's name,
+// perhaps with ":eager" (the executor checks the name is known).
+var pluginSpec = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*(:eager)?$`)
+
 // checkOptions checks the name and the API key (or draws one), and that
 // the executor and init binaries are there.
 func (c *creation) checkOptions(context.Context) error {
@@ -126,6 +132,11 @@ func (c *creation) checkOptions(context.Context) error {
 		o.APIKey = newAPIKey()
 	} else if err := validateAPIKey(o.APIKey); err != nil {
 		return err
+	}
+	for _, p := range o.Plugins {
+		if !pluginSpec.MatchString(p) {
+			return fmt.Errorf("invalid plugin %q: NAME or NAME:eager, NAME lower-case letters, digits and dashes", p)
+		}
 	}
 	if c.m.opts.Executor == "" {
 		return errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
@@ -405,6 +416,9 @@ func (c *creation) writeBundle(context.Context) error {
 // specInput is what the sandbox's runtime spec is rendered from.
 func (c *creation) specInput() specInput {
 	args := []string{ExecutorPath, "--ready-fd", strconv.Itoa(ipc.ExecutorReadyFD), "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
+	if len(c.opts.Plugins) > 0 {
+		args = append(args, "--plugins", strings.Join(c.opts.Plugins, ","))
+	}
 	if c.opts.Pool != "" {
 		args = append(args, "--pool")
 	}

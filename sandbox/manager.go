@@ -221,6 +221,10 @@ type CreateOptions struct {
 	// that pool, waiting to be claimed (see Claim): its executor serves
 	// nothing but its claim, authenticated with APIKey, the pre-claim key.
 	Pool string `json:"-"`
+	// Plugins are the executor's plugins (package plugins), each NAME
+	// (started on first use) or NAME:eager (started with the executor);
+	// the image must hold their dependencies (their recipes).
+	Plugins []string
 }
 
 // image resolves ref, importing the embedded default image on first use:

@@ -45,7 +45,7 @@ func newManagerNS(t *testing.T, userns string) *sandbox.Manager {
 
 // newManagerWith is newManager with opts, whose Paths, Executor and Init
 // it fills in.
-func newManagerWith(t *testing.T, opts sandbox.Options) *sandbox.Manager {
+func newManagerWith(t testing.TB, opts sandbox.Options) *sandbox.Manager {
 	t.Helper()
 	root := testenv.ShortTempDir(t)
 	self, _ := os.Executable()

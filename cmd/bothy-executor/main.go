@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 
@@ -62,10 +64,12 @@ func run(args []string) (int, error) {
 		reqMem       = fs.Int64("request-memory", 0, "`bytes` that requests in flight may hold at once for JSON bodies, file contents and editor work; requests wait their turn (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
 		outMem       = fs.Int64("output-memory", 0, "`bytes` of process output retained in memory across processes beyond 4 KiB per stream (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
 		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
-		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use")
+		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use, or with the executor when its name ends in "+plugins.EagerSuffix)
 		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
 		pool         = fs.Bool("pool", false, "pool mode: serve only GET /alive and one POST /v1/pool/claim (authenticated with the key given, which opens nothing else) until claimed; the claim sets the API key, environment and working directory")
 		version      = fs.Bool("version", false, "print the version and exit")
+		checkPlugins = fs.String("check-plugins", "", "run the recipe check of these comma-separated `plugins` here, print which lack their dependencies and exit (3 when one does)")
+		checkImage   = fs.String("check-image", "IMAGE", "the image named in --check-plugins' message")
 	)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -76,6 +80,9 @@ func run(args []string) (int, error) {
 	if *version {
 		fmt.Println(executor.Version)
 		return 0, nil
+	}
+	if *checkPlugins != "" {
+		return checkInstalled(*checkPlugins, *checkImage)
 	}
 	// Before anything is started or served: a program that cannot be
 	// loaded stops the executor.
@@ -117,7 +124,7 @@ func run(args []string) (int, error) {
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 
-	enabled, err := plugins.Select(*pluginList)
+	enabled, eager, err := plugins.ParseEnabled(*pluginList)
 	if err != nil {
 		return 2, err
 	}
@@ -135,18 +142,19 @@ func run(args []string) (int, error) {
 	cfg := executor.Config{
 		Socket: *socket,
 		Server: executor.Options{
-			APIKey:          key,
-			Env:             os.Environ(), // without the key, unset above
-			Logger:          logger,
-			MaxOutput:       *maxOutput,
-			NoChangeTimeout: *noChange,
-			MaxUpload:       *maxUpload,
-			MaxRequestBody:  *maxBody,
-			RequestMemory:   *reqMem,
-			OutputMemory:    *outMem,
-			Plugins:         enabled,
-			EagerPlugins:    *pluginsEager,
-			User:            cred,
+			APIKey:           key,
+			Env:              os.Environ(), // without the key, unset above
+			Logger:           logger,
+			MaxOutput:        *maxOutput,
+			NoChangeTimeout:  *noChange,
+			MaxUpload:        *maxUpload,
+			MaxRequestBody:   *maxBody,
+			RequestMemory:    *reqMem,
+			OutputMemory:     *outMem,
+			Plugins:          enabled,
+			EagerPlugins:     *pluginsEager,
+			EagerPluginNames: eager,
+			User:             cred,
 		},
 		MemoryLimit:  *memLimit,
 		GoMemLimit:   os.Getenv("GOMEMLIMIT"),
@@ -201,4 +209,31 @@ func run(args []string) (int, error) {
 		cfg.Ready = f
 	}
 	return executor.Run(context.Background(), cfg)
+}
+
+// checkInstalled runs the recipe checks of the plugins in list with
+// /bin/sh and prints which lack their dependencies (bothy run --plugin
+// runs it in the new sandbox).
+func checkInstalled(list, image string) (int, error) {
+	_, _, err := plugins.ParseEnabled(list)
+	if err != nil {
+		return 2, err
+	}
+	err = plugins.CheckInstalled(context.Background(), image, strings.Split(list, ","), func(ctx context.Context, check string) (int, error) {
+		err := exec.CommandContext(ctx, "/bin/sh", "-c", check).Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), nil
+		}
+		return 0, err
+	})
+	var missing *plugins.MissingError
+	switch {
+	case errors.As(err, &missing):
+		fmt.Println(missing.Error())
+		return 3, nil
+	case err != nil:
+		return 1, err
+	}
+	return 0, nil
 }

@@ -126,6 +126,7 @@ func newRunCmd(g *globals) *cobra.Command {
 					return err
 				}
 				warnIgnoredLimits(cmd, sb)
+				warnMissingPlugins(cmd, sb, opts.Plugins)
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
 			}
@@ -155,6 +156,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			warnIgnoredLimits(cmd, sb)
+			warnMissingPlugins(cmd, sb, opts.Plugins)
 			var code int
 			var runErr error
 			if tty {
@@ -195,6 +197,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
 	f.StringVar(&pool, "pool", "", "claim a ready sandbox of this pool (bothy pool create) instead of starting one: it gets --name, -e, -w, --label and --api-key; an empty pool starts one cold, and says so")
 	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
+	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	f.StringVarP(&opts.User, "user", "u", "", "run the main process, and what runs through the executor, as NAME|UID[:GROUP|GID] of the image's /etc/passwd and /etc/group (default: the image's User, else root)")
 	f.StringVar(&entrypoint, "entrypoint", "", "replace the image's Entrypoint with this program (and drop the image's Cmd; CMD gives its arguments); \"\" for none")
@@ -204,6 +207,14 @@ func newRunCmd(g *globals) *cobra.Command {
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
 	return cmd
+}
+
+// warnMissingPlugins says on stderr which enabled plugins the sandbox's
+// image lacks the dependencies of: they answer that they are unavailable.
+func warnMissingPlugins(cmd *cobra.Command, sb *sandbox.Sandbox, names []string) {
+	if err := sb.CheckPlugins(cmd.Context(), names); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s: %v\n", sb.ShortID(), err)
+	}
 }
 
 func newExecCmd(g *globals) *cobra.Command {

@@ -55,6 +55,10 @@ type PluginState struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+	// RSS is the resident memory of the processes the plugin runs, in
+	// bytes, once it runs (absent before, and for a plugin that does not
+	// report its processes).
+	RSS *int64 `json:"rss_bytes,omitempty"`
 }
 
 // RunRequest is the body of POST /v1/processes. Exactly one of Argv and Cmd

@@ -237,14 +237,21 @@ var pluginActions = []string{api.ActionRunIPython, api.ActionBrowse, api.ActionB
 // plugin that cannot run here answers as an absent one.
 func (s *Service) executePlugin(w http.ResponseWriter, r *http.Request, a *api.Action) {
 	obs, err := s.opts.Plugins.Execute(r.Context(), a)
+	var reqErr *httpapi.RequestError
 	switch {
 	case errors.Is(err, plugins.ErrUnavailable):
+		// OpenHands' text, then why (what the image lacks).
 		obs = unavailableObservation(a.Action)
+		obs.Content += "\n" + err.Error()
 	case r.Context().Err() != nil:
 		return
-	case err != nil:
+	case errors.As(err, &reqErr):
 		httpapi.Error(w, err)
 		return
+	case err != nil:
+		// A plugin that failed to start (or failed) answers in the
+		// observation, where the agent reads it.
+		obs = api.ErrorObservationOf(err.Error())
 	}
 	httpapi.WriteJSON(w, http.StatusOK, obs)
 }

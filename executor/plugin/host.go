@@ -17,6 +17,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/plugins"
 )
 
@@ -30,8 +31,10 @@ const DefaultStartTimeout = 2 * time.Minute
 type Options struct {
 	// Env is what the plugins' services are given.
 	Env plugins.Env
-	// Eager starts every plugin with the host instead of on first use.
-	Eager bool
+	// Eager starts every plugin with the host instead of on first use;
+	// EagerNames starts those named.
+	Eager      bool
+	EagerNames []string
 	// StartTimeout bounds each start (DefaultStartTimeout when 0): a
 	// plugin not serving by then has failed, whatever its Start does.
 	StartTimeout time.Duration
@@ -82,8 +85,13 @@ func New(ps []plugins.Plugin, opts Options) (*Host, error) {
 		h.entries = append(h.entries, e)
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	if opts.Eager {
-		for _, e := range h.entries {
+	for _, n := range opts.EagerNames {
+		if !slices.ContainsFunc(h.entries, func(e *entry) bool { return e.p.Name() == n }) {
+			return nil, fmt.Errorf("plugin %s: started eagerly but not enabled", n)
+		}
+	}
+	for _, e := range h.entries {
+		if opts.Eager || slices.Contains(opts.EagerNames, e.p.Name()) {
 			h.start(e)
 		}
 	}
@@ -174,7 +182,16 @@ func (h *Host) States() []api.PluginState {
 		if e.err != nil {
 			st.Error = e.err.Error()
 		}
+		svc := e.svc
 		e.mu.Unlock()
+		if ps, ok := svc.(plugins.Processes); ok {
+			st.RSS = new(int64)
+			for _, pid := range ps.PIDs() {
+				if n, err := proc.RSS(pid); err == nil {
+					*st.RSS += n
+				}
+			}
+		}
 		out = append(out, st)
 	}
 	return out
@@ -224,30 +241,45 @@ func (h *Host) ConnectionToken(name string) (string, bool) {
 
 // Routes lists one route per plugin: every method under /plugins/NAME/,
 // answered by the plugin's handler (started on first use) with the prefix
-// stripped.
+// stripped; and the native API's routes of each plugin that is a
+// plugins.Router, answered by the same handler.
 func (h *Host) Routes() []httpapi.Route {
 	var out []httpapi.Route
 	for _, e := range h.entries {
 		prefix := "/plugins/" + e.p.Name()
-		out = append(out, httpapi.Route{Path: prefix + "/", Summary: "plugin " + e.p.Name() + ": its own routes", Handler: func(w http.ResponseWriter, r *http.Request) {
-			svc, err := h.service(r.Context(), e)
-			switch {
-			case errors.Is(err, plugins.ErrUnavailable):
-				httpapi.Error(w, httpapi.WithStatus(http.StatusNotImplemented, api.CodeUnsupported, fmt.Errorf("plugin %s: %w", e.p.Name(), err)))
-				return
-			case err != nil:
-				httpapi.Error(w, fmt.Errorf("plugin %s: %w", e.p.Name(), err))
-				return
+		out = append(out, httpapi.Route{Path: prefix + "/", Summary: "plugin " + e.p.Name() + ": its own routes", Handler: h.serve(e, prefix)})
+		if rt, ok := e.p.(plugins.Router); ok {
+			for _, r := range rt.Routes() {
+				out = append(out, httpapi.Route{Method: r.Method, Path: r.Path, Summary: r.Summary, Handler: h.serve(e, "")})
 			}
-			handler := svc.Handler()
-			if handler == nil {
-				httpapi.WriteError(w, http.StatusNotFound, api.CodeNotFound, "plugin "+e.p.Name()+" serves no routes")
-				return
-			}
-			http.StripPrefix(prefix, handler).ServeHTTP(w, r)
-		}})
+		}
 	}
 	return out
+}
+
+// serve answers a request with e's handler, prefix stripped, once e's
+// service runs (starting it on first use).
+func (h *Host) serve(e *entry, prefix string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		svc, err := h.service(r.Context(), e)
+		switch {
+		case errors.Is(err, plugins.ErrUnavailable):
+			httpapi.Error(w, httpapi.WithStatus(http.StatusNotImplemented, api.CodeUnsupported, fmt.Errorf("plugin %s: %w", e.p.Name(), err)))
+			return
+		case err != nil:
+			httpapi.Error(w, fmt.Errorf("plugin %s: %w", e.p.Name(), err))
+			return
+		}
+		handler := svc.Handler()
+		if handler == nil {
+			httpapi.WriteError(w, http.StatusNotFound, api.CodeNotFound, "plugin "+e.p.Name()+" serves no routes")
+			return
+		}
+		if prefix != "" {
+			handler = http.StripPrefix(prefix, handler)
+		}
+		handler.ServeHTTP(w, r)
+	}
 }
 
 // Close ends the starts under way and closes the running services.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,5 +267,79 @@ func TestConflicts(t *testing.T) {
 		if _, err := New(tc.ps, Options{Reserved: []string{"run"}}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: want %q", err, tc.want)
 		}
+	}
+}
+
+// router is an echo plugin that also serves a native route, and whose
+// service reports a process (this test's own).
+type router struct{ echo }
+
+var (
+	_ plugins.Router    = (*router)(nil)
+	_ plugins.Processes = (*procService)(nil)
+)
+
+func (p *router) Routes() []plugins.Route {
+	return []plugins.Route{{Method: "GET", Path: "/v1/echo/{x}", Summary: "echo"}}
+}
+
+func (p *router) Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
+	svc, err := p.echo.Start(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/echo/{x}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "native ", r.PathValue("x")) })
+	return &procService{echoService: svc.(*echoService), native: mux}, nil
+}
+
+type procService struct {
+	*echoService
+	native http.Handler
+}
+
+func (s *procService) Handler() http.Handler { return s.native }
+func (s *procService) PIDs() []int           { return []int{os.Getpid()} }
+
+// EagerNames starts the plugins named, and only those, with the host; a
+// plugin's native routes are served with their path unchanged; the
+// state of a plugin that reports its processes has their RSS once it
+// runs.
+func TestEagerNamesRoutesRSS(t *testing.T) {
+	r, lazy := &router{echo{name: "r"}}, &echo{name: "lazy"}
+	h, err := New([]plugins.Plugin{r, lazy}, Options{EagerNames: []string{"r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	waitState(t, h, "r", api.PluginRunning)
+	if st := state(h, "lazy"); st.State != api.PluginStopped || st.RSS != nil {
+		t.Errorf("lazy: %+v", st)
+	}
+	if st := state(h, "r"); st.RSS == nil || *st.RSS < 1<<20 {
+		t.Errorf("r: %+v", st)
+	}
+	mux := http.NewServeMux()
+	var native bool
+	for _, rt := range h.Routes() {
+		native = native || rt.Path == "/v1/echo/{x}" && rt.Method == "GET"
+		mux.Handle(strings.TrimSpace(rt.Method+" "+rt.Path), rt.Handler)
+	}
+	if !native {
+		t.Fatalf("routes: %+v", h.Routes())
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/v1/echo/hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "native hi" {
+		t.Errorf("native route: %d %q", resp.StatusCode, b)
+	}
+	if _, err := New([]plugins.Plugin{lazy}, Options{EagerNames: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "not enabled") {
+		t.Errorf("eager name not enabled: %v", err)
 	}
 }

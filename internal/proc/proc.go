@@ -1,7 +1,7 @@
 // Package proc names a process for good: a pid and its start time (clock
 // ticks after boot, field 22 of /proc/PID/stat). Pids are reused; the pair
 // is not. Package sandbox records its launchers and PID 1s this way, package
-// network its helpers.
+// network its helpers. RSS reads a process's resident memory.
 package proc
 
 import (
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // Start returns a process's start time and whether it is a zombie.
@@ -33,4 +34,22 @@ func Start(pid int) (start uint64, zombie bool, err error) {
 	}
 	state := fields[0]
 	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
+}
+
+// RSS returns the resident memory of process pid in bytes, from
+// /proc/PID/statm.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0, fmt.Errorf("read memory of process %d: %w", pid, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("read memory of process %d: statm %q", pid, b)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read memory of process %d: %w", pid, err)
+	}
+	return pages * int64(os.Getpagesize()), nil
 }

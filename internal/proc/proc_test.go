@@ -32,3 +32,18 @@ func TestStart(t *testing.T) {
 		t.Fatalf("Start of a reaped pid %d: no error", pid)
 	}
 }
+
+func TestRSS(t *testing.T) {
+	buf := make([]byte, 32<<20)
+	for i := range buf {
+		buf[i] = 1
+	}
+	n, err := RSS(os.Getpid())
+	if err != nil || n < 32<<20 {
+		t.Errorf("RSS of this process with 32 MiB touched: %d %v", n, err)
+	}
+	if _, err := RSS(-1); err == nil {
+		t.Error("RSS of pid -1")
+	}
+	_ = buf[len(buf)-1]
+}

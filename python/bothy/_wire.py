@@ -556,6 +556,15 @@ def editor(command: str, path: str, **args: Any) -> Call[EditorResult]:
     return Call("POST", "/v1/editor", _obj(EditorResult.from_json), json_body(body), _JSON)
 
 
+def run_cell(code: str, kernel: str, timeout: Optional[float], cwd: Optional[str]) -> Call[Dict[str, Any]]:
+    body: Dict[str, Any] = {"code": code}
+    if timeout is not None:
+        body["timeout"] = timeout
+    if cwd is not None:
+        body["cwd"] = cwd
+    return Call("POST", "/v1/kernels/" + quote(kernel, safe="") + "/execute", _dict, json_body(body), _JSON)
+
+
 def execute_action(action: Mapping[str, Any], timeout: Optional[float] = None) -> Call[Dict[str, Any]]:
     a = dict(action)
     if timeout is not None:

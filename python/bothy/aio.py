@@ -150,6 +150,10 @@ class AsyncSandbox(_Base):
     async def execute_action(self, action: Mapping[str, Any], timeout: Optional[float] = None) -> Dict[str, Any]:
         return await self._call(_wire.execute_action(action, timeout))
 
+    async def run_cell(self, code: str, *, kernel: str = "default", timeout: Optional[float] = None,
+                       cwd: Optional[str] = None) -> Dict[str, Any]:
+        return await self._call(_wire.run_cell(code, kernel, timeout, cwd))
+
     async def run(
         self,
         cmd: _wire.Command,

@@ -235,6 +235,16 @@ class Sandbox(_Base):
         (``{"action": "run", "args": {...}}``), its observation dict."""
         return self._call(_wire.execute_action(action, timeout))
 
+    def run_cell(self, code: str, *, kernel: str = "default", timeout: Optional[float] = None,
+                 cwd: Optional[str] = None) -> Dict[str, Any]:
+        """Runs a cell in IPython kernel ``kernel`` (the Jupyter plugin:
+        ``bothy run --plugin jupyter``; started on first use, ``default``
+        is run_ipython's): ``{"results", "logs": {"stdout", "stderr"},
+        "error", "reply"}``, as E2B's code interpreter answers. timeout:
+        seconds before the kernel is interrupted (default 120). cwd: where
+        the kernel moves first."""
+        return self._call(_wire.run_cell(code, kernel, timeout, cwd))
+
     # Processes.
 
     def run(

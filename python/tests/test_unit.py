@@ -217,3 +217,12 @@ def test_parsers_fuzz(tmpdir_short: str) -> None:
         asyncio.run(run_all())
     finally:
         srv.close()
+
+
+def test_run_cell_call() -> None:
+    import json
+    c = _wire.run_cell("1+1", "k/1", 5, None)
+    assert (c.method, c.target, c.content_type) == ("POST", "/v1/kernels/k%2F1/execute", "application/json")
+    assert json.loads(c.body) == {"code": "1+1", "timeout": 5}  # type: ignore[arg-type]
+    ex = c.parse(b'{"results":[],"logs":{"stdout":["2\\n"],"stderr":[]},"reply":{"status":"ok"}}')
+    assert ex["logs"]["stdout"] == ["2\n"] and ex["reply"]["status"] == "ok"
