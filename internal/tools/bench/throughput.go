@@ -105,7 +105,13 @@ func iperfMeasure(ctx context.Context, addr string, add func(key string, bps int
 			key     string
 			reverse bool
 		}{{inKey, false}, {outKey, true}} {
+			// Under load the server may still be ending the last test
+			// ("the server is busy"): a run is tried up to 3 times.
 			bps, err := client(iperfSecs, dir.reverse)
+			for try := 1; err != nil && try < 3; try++ {
+				time.Sleep(time.Second)
+				bps, err = client(iperfSecs, dir.reverse)
+			}
 			if err != nil {
 				return err
 			}
