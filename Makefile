@@ -125,6 +125,17 @@ $(BIN)/busybox.oci.tar: internal/testimage/testimage.go
 	@mkdir -p $(BIN)
 	$(GO) run ./internal/tools/mkimage -rootfs busybox -name busybox:latest -o $@
 
+# The throughput benchmark's image: Debian with iperf3 (make bench only).
+$(CACHE)/iperf-rootfs.tar:
+	@mkdir -p $(CACHE)
+	mmdebstrap --quiet --format=tar --variant=minbase --include=iperf3 \
+		$(DPKG_EXCLUDES) $(DEB_SUITE) $(CACHE)/.iperf-rootfs.partial.tar $(DEB_MIRROR)
+	mv $(CACHE)/.iperf-rootfs.partial.tar $@
+
+$(BIN)/iperf-image.oci.tar: $(CACHE)/iperf-rootfs.tar internal/testimage/testimage.go
+	@mkdir -p $(BIN)
+	$(GO) run ./internal/tools/mkimage -rootfs $< -name iperf:latest -cmd iperf3 -o $@
+
 # A ≥ 500 MB image for the preparation benchmark: the default rootfs plus
 # incompressible data.
 $(BIN)/big-image.oci.tar: $(CACHE)/default-rootfs.tar internal/testimage/testimage.go
@@ -214,7 +225,7 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 .PHONY: bench
 # Rootless podman needs the user's subordinate id range, as test-user gives it.
 # BASELINE=REV (a git revision) also measures that revision's CLI, run by run in turn with this one.
-bench: build test-user $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy; BENCH_ONLY=pool takes only the warm-pool rows.
+bench: build test-user $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar $(BIN)/iperf-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy; BENCH_ONLY=pool takes only the warm-pool rows.
 	@( $(call apt-install,$(BENCH_PACKAGES)) ) || echo "bench: without $(BENCH_PACKAGES), the table says so" >&2
 	@$(GO) build -tags "$(TAGS)" -o $(BIN)/bench ./internal/tools/bench && chmod a+rx $(BIN)/bench
 	@if [ -n "$(BASELINE)" ]; then \

@@ -133,6 +133,9 @@ func cell(r *result, key string) string {
 		}
 		return "—"
 	}
+	if strings.HasPrefix(key, "tput-") {
+		return fmtGbits(s)
+	}
 	if len(s) == 1 {
 		return fmtDur(time.Duration(s[0]))
 	}
@@ -142,7 +145,8 @@ func cell(r *result, key string) string {
 func printTable(w *os.File, results []*result, n int) {
 	host, _ := os.Hostname()
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	fmt.Fprintf(w, "\nbothy bench on %s (kernel %s, %d runs per start figure; median / p90)\n\n", host, strings.TrimSpace(string(kernel)), n)
+	fmt.Fprintf(w, "\nbothy bench on %s (kernel %s, %d runs per start figure; median / p90; throughput in Gbit/s, median (min-max) of %d runs of %s s)\n\n",
+		host, strings.TrimSpace(string(kernel)), n, iperfRuns, iperfSecs)
 	rows := []struct{ key, label string }{
 		{"ready/bothy", "start-to-ready: `bothy run -d` until /alive answers"},
 		{"ready/bothy-base", "start-to-ready: the baseline build's `bothy run -d`, interleaved"},
@@ -155,6 +159,12 @@ func printTable(w *os.File, results []*result, n int) {
 		{"ready/bothy-bridge-p", "start-to-ready on bridge with a port: `bothy run -d --network bridge -p 8000` until /alive answers"},
 		{"ready/podman-net", "start-to-ready on podman's default network: `podman run -d IMAGE sleep 3600` until it returns"},
 		{"ready/podman-net-p", "start-to-ready on podman's default network with a port: `podman run -d -p 8000 IMAGE sleep 3600`"},
+		{"tput-in/bothy", "TCP throughput (Gbit/s), host → published port: `bothy run -d --network bridge -p 5201 IMAGE -- iperf3 -s`, host `iperf3 -c 127.0.0.1 -p HOSTPORT -t 3`"},
+		{"tput-out/bothy", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
+		{"tput-in/bothy-pasta", "TCP throughput (Gbit/s), host → published port: `bothy run -d --network pasta -p 5201 IMAGE -- iperf3 -s`"},
+		{"tput-out/bothy-pasta", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
+		{"tput-in/podman", "TCP throughput (Gbit/s), host → published port: `podman run -d -p 127.0.0.1::5201 IMAGE iperf3 -s` (podman's default network)"},
+		{"tput-out/podman", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
 		{"exit/bothy", "run-to-exit of `true`: `bothy run --rm IMAGE -- true`"},
 		{"exit/bothy-base", "run-to-exit of `true`: the baseline build's `bothy run --rm`, interleaved"},
 		{"exit/crun", "run-to-exit of `true`: `crun run`"},

@@ -154,6 +154,14 @@ func measure(bin, baseline string, n int) *result {
 	logf("%s: density", r.Mode)
 	density(r, m, bothy)
 
+	if importArchive(filepath.Join(bin, "iperf-image.oci.tar"), "iperf:latest") {
+		measureThroughput(ctx, r, bothy)
+	} else {
+		for _, row := range tputRows[:2] {
+			r.Notes[row.in], r.Notes[row.out] = "no iperf-image.oci.tar", "no iperf-image.oci.tar"
+		}
+	}
+
 	for _, rt := range []string{"crun", "runc"} {
 		logf("%s: %s", r.Mode, rt)
 		measureRuntime(r, bin, rt, n)

@@ -31,7 +31,8 @@ import (
 // pid.
 
 // podmanKeys are the table rows podman fills.
-var podmanKeys = []string{"ready/podman", "exit/podman", "exit/podman-net", "exec/podman", "ready/podman-net", "ready/podman-net-p"}
+var podmanKeys = []string{"ready/podman", "exit/podman", "exit/podman-net", "exec/podman", "ready/podman-net", "ready/podman-net-p",
+	"tput-in/podman", "tput-out/podman"}
 
 // bridgeConflist is Debian's /etc/cni/net.d/87-podman-bridge.conflist with
 // a dataDir (%s) for the IP allocations.
@@ -65,6 +66,9 @@ type podmanJob struct {
 	Archive string // the busybox OCI archive
 	N       int    // runs per figure
 	Cgroup  string // root: the cgroup parent of conmon and the containers
+
+	// IperfArchive is the throughput rows' image (iperf3), if built.
+	IperfArchive string
 }
 
 // podmanOut is what that child prints: samples and notes by row key.
@@ -94,6 +98,9 @@ func measurePodman(r *result, bin string, n int) {
 		}
 	}()
 	j := podmanJob{Dir: dir, Archive: filepath.Join(bin, "busybox.oci.tar"), N: n}
+	if iperf := filepath.Join(bin, "iperf-image.oci.tar"); fileExists(iperf) {
+		j.IperfArchive = iperf
+	}
 	self, _ := os.Executable()
 	var cmd *exec.Cmd
 	if os.Geteuid() == 0 {
@@ -428,6 +435,8 @@ func measurePodmanCLI(p *podman, j podmanJob, out *podmanOut) {
 			out.Notes[row.key] = fmt.Sprintf("%s, %d runs", net, m)
 		}
 	}
+
+	measurePodmanThroughput(p, j, net, out)
 }
 
 // cleanup removes podman's containers and storage (rootless: from inside
