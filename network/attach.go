@@ -1,6 +1,8 @@
 package network
 
 import (
+	"github.com/bothy-sandbox/bothy/internal/names"
+
 	"context"
 	"errors"
 	"fmt"
@@ -194,7 +196,7 @@ func (o *AttachOptions) validate() error {
 	if !instancePattern.MatchString(o.Instance) {
 		return fmt.Errorf("invalid instance name %q: want 1-5 lower-case letters or digits, a letter first", o.Instance)
 	}
-	if o.Network != "" && !idPattern.MatchString(o.Network) {
+	if o.Network != "" && !names.Valid(o.Network) {
 		return fmt.Errorf("invalid network name %q: want letters, digits, '_', '.' or '-'", o.Network)
 	}
 	if !o.Egress.resolved() {

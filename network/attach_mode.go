@@ -1,6 +1,8 @@
 package network
 
 import (
+	"github.com/bothy-sandbox/bothy/internal/names"
+
 	"context"
 	"errors"
 	"fmt"
@@ -109,7 +111,7 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 // is not installed, UDP ports on slirp4netns.
 func driverUsable(driver Driver, network string, udp bool) error {
 	if network != "" {
-		if !idPattern.MatchString(network) {
+		if !names.Valid(network) {
 			return fmt.Errorf("invalid network name %q: want letters, digits, '_', '.' or '-'", network)
 		}
 		if driver != DriverBridge {

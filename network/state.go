@@ -1,6 +1,8 @@
 package network
 
 import (
+	"github.com/bothy-sandbox/bothy/internal/names"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -30,12 +31,10 @@ type store struct {
 	root *os.Root
 }
 
-// idPattern is what a sandbox ID may be: it names files and nftables
-// chains.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
+// checkID checks that id may be a sandbox ID: it names files and
+// nftables objects (names.Valid).
 func checkID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !names.Valid(id) {
 		return fmt.Errorf("invalid sandbox ID %q: want 1-128 letters, digits, '_', '.' or '-'", id)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/internal/names"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 )
 
@@ -146,7 +147,7 @@ func parseFixedHostPort(spec string) (bool, error) {
 }
 
 func validatePoolName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !names.Valid(name) {
 		return fmt.Errorf("invalid pool name %q: use 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/executor/mainlog"
+	"github.com/bothy-sandbox/bothy/internal/names"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/network"
 )
@@ -169,10 +169,9 @@ func (s *Sandbox) Ports() []network.Port {
 // ShortID is the first 12 hex digits of the ID, as ps shows it.
 func (s *Sandbox) ShortID() string { return s.ID[:12] }
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
-
+// validateName checks a sandbox's name (names.Valid).
 func validateName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !names.Valid(name) {
 		return fmt.Errorf("invalid sandbox name %q: use 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	return nil
@@ -550,7 +549,7 @@ func (p Paths) resolve(ref string) (string, error) {
 	if ref == "" {
 		return "", fmt.Errorf("%w: empty reference", ErrNotFound)
 	}
-	if nameRE.MatchString(ref) {
+	if names.Valid(ref) {
 		if id, err := os.Readlink(filepath.Join(p.names(), ref)); err == nil && validID(id) {
 			if _, err := os.Stat(p.dir(id)); err == nil {
 				return id, nil

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bothy-sandbox/bothy/internal/names"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 )
 
@@ -50,7 +51,7 @@ func (p Paths) Volumes() string { return filepath.Join(p.Data, "volumes") }
 func (p Paths) volumeDir(name string) string { return filepath.Join(p.Volumes(), name) }
 
 func validateVolumeName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !names.Valid(name) {
 		return fmt.Errorf("invalid volume name %q: use 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	return nil

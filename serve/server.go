@@ -12,11 +12,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/internal/names"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
@@ -102,13 +102,11 @@ func New(opts Options) (*Server, error) {
 // Close releases the proxy's idle connections.
 func (s *Server) Close() { s.proxy.close() }
 
-var runtimeIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
 // ServeHTTP routes /{runtime_id}/... to the proxy and the rest to the
 // runtime API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	first, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
-	if runtimeIDRE.MatchString(first) {
+	if names.ID(first) {
 		s.proxy.serve(w, r, first, "/"+rest, s.opts)
 		return
 	}
@@ -231,7 +229,7 @@ func (s *Server) bySession(ctx context.Context, session string) (*sandbox.Sandbo
 
 // byRuntime finds a runtime's sandbox by its full ID, or nil.
 func (s *Server) byRuntime(ctx context.Context, id string) (*sandbox.Sandbox, error) {
-	if !runtimeIDRE.MatchString(id) {
+	if !names.ID(id) {
 		return nil, nil
 	}
 	sb, err := s.opts.Manager.Get(ctx, id)
@@ -360,9 +358,8 @@ func newKey() string {
 	return hex.EncodeToString(b[:])
 }
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
-
-func nameOK(s string) bool { return nameRE.MatchString(s) && !runtimeIDRE.MatchString(s) }
+// nameOK: a sandbox name that cannot be taken for a runtime ID.
+func nameOK(s string) bool { return names.Valid(s) && !names.ID(s) }
 
 // runtimeRequest is the body of /stop, /pause and /resume.
 type runtimeRequest struct {
