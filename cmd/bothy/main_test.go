@@ -189,7 +189,9 @@ func TestErrors(t *testing.T) {
 		{[]string{"run", "--rm", "no/such:image", "--", "true"}, "not found"},
 		{[]string{"run", "--network", "bridged", "--", "true"}, "unknown network mode"},
 		{[]string{"ps", "--format", "yaml"}, "unknown format"},
-		{[]string{"run"}, "nothing to run"},
+		// An image's command runs in the foreground as with docker run
+		// (the default image's is bash); with none, there is nothing to run.
+		{[]string{"run", "--entrypoint", ""}, "nothing to run"},
 		{[]string{"pull", "nosuchtransport:foo"}, "transport"},
 	} {
 		_, errOut, code := c.run("", tc.args...)
