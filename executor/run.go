@@ -45,6 +45,10 @@ type Config struct {
 	Ready io.WriteCloser
 	// Server configures the API. Its Reaper is created by Run.
 	Server Options
+	// CommandsTasks, when set, is the tasks file of the cgroup v1 pids
+	// cgroup the executor's commands run in, below its own (see
+	// reap.Options.CommandsTasks and --commands-cgroup-fd).
+	CommandsTasks *os.File
 	// Subreaper makes the executor a child subreaper with a global reaper
 	// even when it is not PID 1.
 	Subreaper bool
@@ -102,10 +106,17 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 
 	// Commands go first when memory runs out: the executor cannot lower
 	// its own score without CAP_SYS_RESOURCE, but it can raise theirs.
-	r, err := reap.New(reap.Options{Subreaper: cfg.Subreaper, ChildOOMScore: 1000})
+	r, err := reap.New(reap.Options{Subreaper: cfg.Subreaper, ChildOOMScore: 1000, CommandsTasks: cfg.CommandsTasks})
 	if err != nil {
 		return 1, err
 	}
+	go func() {
+		if err := r.CommandsCgroup(); err != nil {
+			// Commands then share the executor's pids limit: a fork
+			// bomb can take the threads the executor needs.
+			log.Warn("commands count against the executor's own pids limit", "err", err)
+		}
+	}()
 	defer r.Close()
 	opts := cfg.Server
 	opts.Reaper = r

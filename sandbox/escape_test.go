@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -394,5 +396,86 @@ func TestEscapeExecutorSocket(t *testing.T) {
 	after, err := os.Lstat(sb.Socket)
 	if err != nil || !os.SameFile(before, after) || after.Mode().Type() != os.ModeSocket {
 		t.Errorf("the host's socket %s changed: %v %v", sb.Socket, after, err)
+	}
+}
+
+// TestPidsLimitKeepsExecutorServing fills a sandbox's pids limit with
+// commands and then loads the executor with concurrent requests, each of
+// which may need a new OS thread: the Go runtime aborts when it cannot
+// create one, and before commands had a pids cgroup of their own below the
+// executor's, this ended the sandbox ("runtime: failed to create new OS
+// thread", seen in CI as an escape suite's fork bomb that took the
+// executor with it).
+func TestPidsLimitKeepsExecutorServing(t *testing.T) {
+	m := newManager(t)
+	const pidsLimit = 64
+	commandsMax := pidsLimit - launcher.ExecutorPidsReserve(pidsLimit)
+	sb := createLimited(t, m, sandbox.CreateOptions{Image: "busybox", Limits: sandbox.Limits{PidsLimit: pidsLimit}})
+	ctx := context.Background()
+	c := sb.Client()
+
+	if got := run(t, sb, "grep :pids: /proc/self/cgroup"); !strings.HasSuffix(got, "/"+sb.ID+"/"+launcher.CommandsCgroup) && !strings.HasSuffix(got, ":/"+launcher.CommandsCgroup) {
+		t.Fatalf("a command's pids cgroup: %q, want the sandbox's %s", got, launcher.CommandsCgroup)
+	}
+	if got := hostCgroupFile(t, sb, "pids", launcher.CommandsCgroup+"/pids.max"); got != strconv.FormatInt(commandsMax, 10) {
+		t.Fatalf("commands' pids.max %s, want %d", got, commandsMax)
+	}
+
+	// Start sleeps until a start fails: the commands' cgroup is full.
+	var sleeps []string
+	var full error
+	for range pidsLimit {
+		p, err := c.Start(ctx, api.RunRequest{Argv: []string{"sleep", "600"}})
+		if err != nil {
+			full = err
+			break
+		}
+		sleeps = append(sleeps, p.ID)
+	}
+	if full == nil || !strings.Contains(full.Error(), "resource temporarily unavailable") {
+		t.Fatalf("%d sleeps started in a sandbox limited to %d pids, the last start: %v", len(sleeps), pidsLimit, full)
+	}
+	if n, _ := strconv.Atoi(hostCgroupFile(t, sb, "pids", launcher.CommandsCgroup+"/pids.current")); n > int(commandsMax) {
+		t.Errorf("commands' pids.current %d over their limit %d", n, commandsMax)
+	}
+	t.Logf("%d sleeps started before %v", len(sleeps), full)
+
+	// The executor under load, at the commands' limit.
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for range 64 {
+		wg.Go(func() {
+			for range 10 {
+				_, err := c.ListFiles(ctx, "/bin", client.ListOptions{})
+				if err == nil {
+					_, err = c.ReadFile(ctx, "/bin/busybox", client.ReadOptions{})
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of 64 clients failed at the pids limit, the first with: %v", n, firstErr.Load())
+	}
+	if err := c.Alive(ctx); err != nil {
+		t.Fatalf("executor after the load: %v", err)
+	}
+
+	for _, id := range sleeps {
+		if err := c.Signal(ctx, id, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill sleep %s: %v", id, err)
+		}
+		if _, err := c.Wait(ctx, id); err != nil {
+			t.Fatalf("wait for sleep %s: %v", id, err)
+		}
+	}
+	if got := run(t, sb, "echo usable"); got != "usable" {
+		t.Fatalf("sandbox after its pids limit: %q", got)
 	}
 }

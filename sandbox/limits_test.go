@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -163,15 +164,17 @@ func TestDefaultPidsLimit(t *testing.T) {
 	}
 	// A bomb that forks (without exec: the shell's fork and exec would take
 	// minutes on a loaded machine) until fork fails, then kills its
-	// children. The timeout is only a safety net.
+	// children. The timeout is only a safety net. Commands have the limit
+	// less the executor's reserve (see TestPidsLimitKeepsExecutorServing).
 	installProbe(t, sb, buildProbe(t))
 	res := runIn(t, sb, api.RunRequest{Argv: []string{"/probe", "forkbomb"}, Timeout: 600})
+	commandsMax := int(sandbox.DefaultPidsLimit - launcher.ExecutorPidsReserve(sandbox.DefaultPidsLimit))
 	var n int
 	if _, err := fmt.Sscanf(res.Stdout, "blocked: resource temporarily unavailable after %d processes", &n); err != nil ||
-		n > sandbox.DefaultPidsLimit || n < sandbox.DefaultPidsLimit-64 {
-		t.Errorf("fork bomb: %q %q (exit %d), want EAGAIN after nearly %d processes", res.Stdout, res.Stderr, res.ExitCode, sandbox.DefaultPidsLimit)
+		n > commandsMax || n < commandsMax-16 {
+		t.Errorf("fork bomb: %q %q (exit %d), want EAGAIN after nearly %d processes", res.Stdout, res.Stderr, res.ExitCode, commandsMax)
 	}
-	events := hostCgroupFile(t, sb, "pids", "pids.events")
+	events := hostCgroupFile(t, sb, "pids", launcher.CommandsCgroup+"/pids.events")
 	if n, err := strconv.Atoi(strings.TrimPrefix(events, "max ")); err != nil || n == 0 {
 		t.Errorf("pids.events %q: the bomb never hit the limit", events)
 	}

@@ -44,6 +44,7 @@ func run(args []string) (int, error) {
 		socket       = fs.String("socket", executor.DefaultSocket, "path of the API `socket` (created with mode 0600)")
 		listenFD     = fs.Int("listen-fd", -1, "serve on this inherited listening Unix socket instead of creating --socket")
 		readyFD      = fs.Int("ready-fd", -1, "send the ready message (internal/ipc) on this file descriptor once serving, then close it")
+		commandsFD   = fs.Int("commands-cgroup-fd", -1, "start every command from a thread moved into the cgroup v1 pids cgroup whose tasks file is open for writing on this descriptor (a sub-cgroup with a lower limit than the executor's, so that commands cannot take the pids its own threads need)")
 		seccompFD    = fs.Int("seccomp-fd", -1, "load the seccomp program read from this file descriptor (an internal/ipc message: filter and flags) before anything else")
 		apiKey       = fs.String("api-key", "", "require this key in X-Session-API-Key (default $"+executor.APIKeyEnv+")")
 		grace        = fs.Duration("grace", executor.DefaultGrace, "time between forwarding SIGTERM/SIGINT and SIGKILL at shutdown")
@@ -198,6 +199,15 @@ func run(args []string) (int, error) {
 		f := os.NewFile(uintptr(*mainLogFD), "main-log")
 		defer f.Close()
 		cfg.MainOut = f
+	}
+	if *commandsFD >= 0 {
+		if _, err := unix.FcntlInt(uintptr(*commandsFD), unix.F_GETFD, 0); err != nil {
+			return 2, fmt.Errorf("--commands-cgroup-fd %d is not a valid descriptor", *commandsFD)
+		}
+		syscall.CloseOnExec(*commandsFD)
+		f := os.NewFile(uintptr(*commandsFD), "commands-cgroup-tasks")
+		defer f.Close()
+		cfg.CommandsTasks = f
 	}
 	if *readyFD >= 0 {
 		// The main command must not inherit the pipe.

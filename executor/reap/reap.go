@@ -52,6 +52,12 @@ type Options struct {
 	// picks a runaway command before the process that started it. Raising
 	// a score needs no privilege. Descendants inherit it.
 	ChildOOMScore int
+	// CommandsTasks, when set, is the cgroup v1 "tasks" file, open for
+	// writing, of the pids cgroup the started processes count against: a
+	// sub-cgroup of the executor's, with a lower limit, so that they cannot
+	// take the pids the executor's own threads need. The Reaper starts
+	// every process from one thread it moves there (see spawner).
+	CommandsTasks *os.File
 }
 
 // Sentinel errors.
@@ -71,6 +77,7 @@ var globalTaken atomic.Bool
 type Reaper struct {
 	global   bool
 	oomScore int
+	spawn    *spawner // nil: processes start from any thread
 
 	// mu guards procs and is held across start+register in global mode.
 	mu     sync.Mutex
@@ -107,6 +114,9 @@ func New(opts Options) (*Reaper, error) {
 		oomScore: opts.ChildOOMScore,
 		procs:    make(map[int]*Proc),
 		changed:  make(chan struct{}),
+	}
+	if opts.CommandsTasks != nil {
+		r.spawn = newSpawner(opts.CommandsTasks)
 	}
 	if !r.global {
 		return r, nil
@@ -265,7 +275,7 @@ func (r *Reaper) StartFunc(start func() (*os.Process, error)) (*Proc, error) {
 		if r.closed {
 			return nil, ErrClosed
 		}
-		osp, err := start()
+		osp, err := r.startOne(start)
 		if err != nil {
 			return nil, err
 		}
@@ -281,7 +291,7 @@ func (r *Reaper) StartFunc(start func() (*os.Process, error)) (*Proc, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	osp, err := start()
+	osp, err := r.startOne(start)
 	if err != nil {
 		return nil, err
 	}
@@ -292,6 +302,25 @@ func (r *Reaper) StartFunc(start func() (*os.Process, error)) (*Proc, error) {
 	r.mu.Unlock()
 	go p.waitOwn()
 	return p, nil
+}
+
+// CommandsCgroup waits until the Reaper's process-starting thread has
+// moved into the cgroup of Options.CommandsTasks and returns why it could
+// not (processes then count against the executor's own cgroup), or nil.
+// Without CommandsTasks it returns nil at once.
+func (r *Reaper) CommandsCgroup() error {
+	if r.spawn == nil {
+		return nil
+	}
+	return r.spawn.joinErr()
+}
+
+// startOne calls start, from the spawning thread when there is one.
+func (r *Reaper) startOne(start func() (*os.Process, error)) (*os.Process, error) {
+	if r.spawn != nil {
+		return r.spawn.start(start)
+	}
+	return start()
 }
 
 // setOOMScore raises a new child's OOM score. The child has already

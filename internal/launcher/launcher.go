@@ -199,8 +199,23 @@ func start(conn io.ReadWriter, req *ipc.LaunchRequest, b *bundle) (int, error) {
 	if rootless(req) {
 		joinDelegatedOnly(config.Cgroups)
 	}
+	// Commands get a pids cgroup of their own below the executor's, with
+	// the executor's threads' reserve kept out of their reach.
+	tasks, removeCommands, err := commandsCgroup(config.Cgroups)
+	if err != nil {
+		return 0, err
+	}
+	if tasks != nil {
+		defer tasks.Close()
+		files = append(files, tasks)
+		p := spec.Process
+		p.Args = slices.Concat(p.Args[:1], []string{"--commands-cgroup-fd", strconv.Itoa(ipc.ExecutorReadyFD + len(files))}, p.Args[1:])
+	}
 	container, err := libcontainer.Create(req.StateRoot, req.ID, config)
 	if err != nil {
+		if removeCommands != nil {
+			removeCommands()
+		}
 		return 0, fmt.Errorf("create container: %w", err)
 	}
 	pid, err := run(conn, container, spec, *req, files)
