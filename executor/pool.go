@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,6 +119,18 @@ func (g *poolGate) claim(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
+// warm builds a Server with the pool's options and drops it, before any
+// claim: the claim's own Server then reuses its mux (sharedMux) and finds
+// the code it runs paged in. Plugins are not started.
+func (g *poolGate) warm() {
+	opts := g.opts
+	opts.EagerPlugins, opts.EagerPluginNames = false, nil
+	opts.Logger = slog.New(slog.DiscardHandler)
+	if s, err := g.newServer(opts); err == nil {
+		s.Close()
+	}
+}
+
 // claimOptions are base with the claim's key and environment.
 func claimOptions(base Options, c api.PoolClaim) (Options, error) {
 	if c.APIKey == "" {
@@ -178,6 +191,7 @@ func runPool(ctx context.Context, cfg Config, sigs <-chan os.Signal) (int, error
 	go func() { errc <- serveHTTP(serveCtx, ln, g, serveCtx, cfg.Server.withDefaults()) }()
 	log.Info("serving, pooled: waiting for a claim", "socket", cfg.Socket, "pid", os.Getpid())
 	signalReady(cfg.Ready, log)
+	go g.warm()
 	_, claimed := g.Claimed()
 	select {
 	case sig := <-sigs:
