@@ -72,6 +72,14 @@ func (f *fakeManager) Image(_ context.Context, ref string) (*oci.Image, error) {
 	return nil, oci.ErrNotFound
 }
 
+func (f *fakeManager) GetPool(_ context.Context, name string) (*sandbox.Pool, error) {
+	return nil, sandbox.ErrPoolNotFound
+}
+
+func (f *fakeManager) Claim(context.Context, sandbox.ClaimOptions) (*sandbox.Sandbox, sandbox.Claimed, error) {
+	return nil, sandbox.Claimed{}, sandbox.ErrPoolEmpty
+}
+
 func newTestServer(t *testing.T) (*fakeManager, *httptest.Server) {
 	t.Helper()
 	f := newFake()

@@ -39,6 +39,8 @@ type Manager interface {
 	Resume(ctx context.Context, ref string) error
 	Paused(sb *sandbox.Sandbox) (bool, error)
 	Image(ctx context.Context, ref string) (*oci.Image, error)
+	GetPool(ctx context.Context, name string) (*sandbox.Pool, error)
+	Claim(ctx context.Context, opts sandbox.ClaimOptions) (*sandbox.Sandbox, sandbox.Claimed, error)
 }
 
 var _ Manager = (*sandbox.Manager)(nil)
@@ -64,7 +66,14 @@ type Options struct {
 	// /{id}/vscode/, /{id}/work-1/ and /{id}/work-2/ reach.
 	VSCodePort int
 	WorkPorts  [2]int
-	Log        *slog.Logger
+	// Pools are pools (bothy pool create) a /start claims its sandbox from
+	// when one's sandboxes are what the request asks for (image, network
+	// and limits; V0 runtimes only: a pool's sandboxes run nothing but
+	// their executor); Refill, when set, is called after each claim (bothy
+	// serve starts the pool's filler).
+	Pools  []string
+	Refill func(pool string)
+	Log    *slog.Logger
 }
 
 // Server answers the runtime API and proxies runtime URLs to sandboxes.
@@ -272,7 +281,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
 	// The sandbox outlives the request: a client that gives up does not
 	// leave a half-made sandbox behind.
-	sb, err := s.opts.Manager.Create(context.WithoutCancel(ctx), opts)
+	sb, err := s.create(context.WithoutCancel(ctx), opts)
 	if errors.Is(err, sandbox.ErrNameInUse) {
 		// Another /start of the session won the name: answer its runtime.
 		// A sandbox of bothy's own with that name: start without a name.
@@ -299,6 +308,46 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opts.Log.Info("started", "session", req.SessionID, "runtime", sb.ID, "image", sb.Image, "took", time.Since(started).Round(time.Millisecond))
 	writeJSON(w, http.StatusCreated, s.runtime(r, sb))
+}
+
+// create claims a sandbox for opts from the first of the server's pools
+// that has one ready and made the same way, and creates one otherwise.
+func (s *Server) create(ctx context.Context, opts sandbox.CreateOptions) (*sandbox.Sandbox, error) {
+	if len(opts.Cmd) > 0 {
+		return s.opts.Manager.Create(ctx, opts)
+	}
+	for _, name := range s.opts.Pools {
+		p, err := s.opts.Manager.GetPool(ctx, name)
+		if err != nil {
+			s.opts.Log.Warn("pool", "pool", name, "err", err)
+			continue
+		}
+		if !poolFits(p.Template, opts) {
+			s.opts.Log.Debug("pool does not fit", "pool", name, "image", p.Template.Image, "network", p.Template.Network.Mode,
+				"memory", p.Template.Limits.Memory, "cpus", p.Template.Limits.CPUs)
+			continue
+		}
+		sb, _, err := s.opts.Manager.Claim(ctx, sandbox.ClaimOptions{
+			Pool: name, Name: opts.Name, Env: opts.Env, Workdir: opts.Workdir, Labels: opts.Labels,
+			APIKey: opts.APIKey, NoColdStart: true,
+		})
+		if errors.Is(err, sandbox.ErrPoolEmpty) {
+			continue
+		}
+		if err == nil && s.opts.Refill != nil {
+			s.opts.Refill(name)
+		}
+		return sb, err
+	}
+	return s.opts.Manager.Create(ctx, opts)
+}
+
+// poolFits: a sandbox of a pool made from template is what a /start's
+// opts ask for (image, network, limits), once claimed with opts' name,
+// environment, working directory, labels and key.
+func poolFits(template, opts sandbox.CreateOptions) bool {
+	return template.Image == opts.Image && template.Network.Mode == opts.Network.Mode &&
+		template.Limits.Memory == opts.Limits.Memory && template.Limits.CPUs == opts.Limits.CPUs
 }
 
 // createOptions maps a /start request onto a sandbox: docs/serve.md.

@@ -60,6 +60,16 @@ and served. docs/serve.md has the mapping of the API onto sandboxes.`,
 				return err
 			}
 			opts.Manager = m
+			for _, name := range opts.Pools {
+				if _, err := m.GetPool(cmd.Context(), name); err != nil {
+					return fmt.Errorf("--pool: %w", err)
+				}
+			}
+			opts.Refill = func(pool string) {
+				if err := startFiller(g, m, pool); err != nil {
+					opts.Log.Warn("refill", "pool", pool, "err", err)
+				}
+			}
 			srv, err := serve.New(opts)
 			if err != nil {
 				return err
@@ -95,6 +105,7 @@ and served. docs/serve.md has the mapping of the API onto sandboxes.`,
 	f.StringVar(&memory, "memory-per-factor", "2g", "memory limit of a runtime per unit of resource_factor (0: no limit)")
 	f.Float64Var(&opts.CPUsPerFactor, "cpus-per-factor", 1, "CPU limit of a runtime per unit of resource_factor (0: no limit)")
 	f.StringVar(&opts.Network, "network", sandbox.NetworkNone, "network of the runtimes' sandboxes (the proxy needs none)")
+	f.StringArrayVar(&opts.Pools, "pool", nil, "claim a runtime's sandbox from this pool (bothy pool create; repeatable) when its sandboxes have the image, network and limits the runtime asks for; V0 runtimes only")
 	f.StringVar(&opts.RegistryPrefix, "registry-prefix", "localhost/bothy", "what GET /registry_prefix answers")
 	f.IntVar(&opts.VSCodePort, "vscode-port", serve.DefaultVSCodePort, "port inside a sandbox that RUNTIME_URL/vscode/ reaches")
 	return cmd

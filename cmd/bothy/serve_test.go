@@ -60,8 +60,8 @@ type serveProc struct {
 }
 
 // startServe starts `bothy serve` on addr ("" for a free port) with key in
-// an API key file and waits until it listens.
-func startServe(t *testing.T, c *cli, addr, key string) *serveProc {
+// an API key file, and extra flags, and waits until it listens.
+func startServe(t *testing.T, c *cli, addr, key string, extra ...string) *serveProc {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -70,7 +70,7 @@ func startServe(t *testing.T, c *cli, addr, key string) *serveProc {
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := c.child("serve", "--listen", addr, "--api-key-file", keyFile, "--memory-per-factor", "512m")
+	cmd := c.child(append([]string{"serve", "--listen", addr, "--api-key-file", keyFile, "--memory-per-factor", "512m"}, extra...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -648,5 +648,67 @@ func TestParseForward(t *testing.T) {
 		if _, _, err := parseForward(in); err == nil {
 			t.Errorf("parseForward(%q): no error", in)
 		}
+	}
+}
+
+// TestServePool: with --pool, a V0 /start whose image, network and limits
+// are a pool's claims one of its sandboxes, which gets the session's name,
+// environment, working directory and key; the pool is refilled; a /start
+// asking for other limits starts a sandbox cold.
+func TestServePool(t *testing.T) {
+	c := debianCLI(t)
+	c.ok("pool", "create", "oh", "--size", "1", "-m", "512m", "--cpus", "1") // a runtime of resource_factor 1
+	t.Cleanup(func() { c.run("", "pool", "rm", "oh") })
+	srv := startServe(t, c, "", "pool-api-key", "--pool", "oh")
+	o := newOH(t, srv.addr, "pool-api-key")
+	start := func(sid string, factor float64) (*serve.Runtime, string) {
+		t.Helper()
+		var rt serve.Runtime
+		code := o.do("POST", o.api+"/start", map[string]any{
+			"image": "", "command": v0Command, "environment": map[string]string{"TASK": sid}, "session_id": sid, "resource_factor": factor,
+		}, &rt)
+		if code != 201 {
+			t.Fatalf("POST /start %s: %d\n%s", sid, code, srv.log)
+		}
+		s := newOH(t, srv.addr, "pool-api-key")
+		s.headers.Set("X-Session-API-Key", rt.SessionAPIKey)
+		s.waitAlive(&rt)
+		if out, code := s.run(&rt, "echo $TASK; pwd"); code != 200 || out != sid+"\n/workspace" {
+			t.Errorf("run in %s: %d %q", sid, code, out)
+		}
+		var got []struct {
+			Name     string `json:"name"`
+			FromPool string `json:"from_pool"`
+		}
+		if err := json.Unmarshal([]byte(c.ok("inspect", rt.RuntimeID)), &got); err != nil || len(got) != 1 || got[0].Name != sid {
+			t.Fatalf("inspect %s: %v %+v", sid, err, got)
+		}
+		return &rt, got[0].FromPool
+	}
+	if _, from := start("pooled-1", 1); from != "oh" {
+		t.Errorf("a /start that fits the pool: from_pool %q, want oh", from)
+	}
+	if _, from := start("cold-1", 2); from != "" {
+		t.Errorf("a /start with twice the pool's memory: from_pool %q, want a cold start", from)
+	}
+	// The claim started the pool's filler.
+	deadline := time.Now().Add(2 * time.Minute)
+	ready := func() int {
+		var pools []struct {
+			Ready int `json:"ready"`
+		}
+		if err := json.Unmarshal([]byte(c.ok("pool", "ls", "--format", "json")), &pools); err != nil || len(pools) != 1 {
+			t.Fatalf("pool ls: %v %+v", err, pools)
+		}
+		return pools[0].Ready
+	}
+	for ready() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool was not refilled: %s", c.ok("pool", "ls"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, from := start("pooled-2", 1); from != "oh" {
+		t.Errorf("a /start after the refill: from_pool %q, want oh", from)
 	}
 }

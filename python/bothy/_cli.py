@@ -98,12 +98,19 @@ def run_args(
     network: Optional[str] = None,
     ports: PortsArg = None,
     workdir: Optional[str] = None,
+    labels: Optional[Mapping[str, str]] = None,
+    pool: Optional[str] = None,
     args: Sequence[str] = (),
 ) -> List[str]:
-    """The arguments of ``bothy run -d`` for a new sandbox."""
+    """The arguments of ``bothy run -d`` for a new sandbox (or one claimed
+    from a pool)."""
     argv = ["run", "-d"]
+    if pool:
+        argv += ["--pool", pool]
     if name:
         argv += ["--name", name]
+    for k, v in (labels or {}).items():
+        argv += ["--label", f"{k}={v}"]
     argv += env_args(env)
     argv += volume_args(volumes)
     if memory is not None:

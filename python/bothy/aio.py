@@ -71,6 +71,8 @@ class AsyncSandbox(_Base):
         network: Optional[str] = None,
         ports: _cli.PortsArg = None,
         workdir: Optional[str] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        pool: Optional[str] = None,
         args: Sequence[str] = (),
         bothy: Optional[str] = None,
         root: Optional[str] = None,
@@ -80,7 +82,7 @@ class AsyncSandbox(_Base):
         exe = _cli.find_bothy(bothy)
         argv = _cli.base(exe, root) + _cli.run_args(
             image, name=name, env=env, volumes=volumes, memory=memory, cpus=cpus,
-            network=network, ports=ports, workdir=workdir, args=args,
+            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, args=args,
         )
         sid = _cli.created_id(await _cli.run_async(argv, timeout))
         try:

@@ -128,6 +128,8 @@ class Sandbox(_Base):
         network: Optional[str] = None,
         ports: _cli.PortsArg = None,
         workdir: Optional[str] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        pool: Optional[str] = None,
         args: Sequence[str] = (),
         bothy: Optional[str] = None,
         root: Optional[str] = None,
@@ -143,7 +145,10 @@ class Sandbox(_Base):
         "bridge:NAME", "pasta" or "slirp4netns" (``--network``).
         ports: "[HOSTADDR:][HOSTPORT:]PORT[/udp]" strings or a mapping of host
         port (0: any free one) to port (``-p``, on an attached network; see
-        :attr:`ports`). workdir: ``--workdir``. args: more ``bothy run``
+        :attr:`ports`). workdir: ``--workdir``. labels: ``--label``. pool:
+        claim a ready sandbox of this pool (``bothy pool create``) instead
+        of starting one (``--pool``): it takes name, env, workdir and labels
+        only, and an empty pool starts one cold. args: more ``bothy run``
         flags. bothy: the CLI (default: ``bothy`` on PATH). root: ``--root``.
         timeout: seconds for the CLI (an image pull may take a while).
         The CLI's refusals are :class:`~bothy.CLIError` with its message.
@@ -151,7 +156,7 @@ class Sandbox(_Base):
         exe = _cli.find_bothy(bothy)
         argv = _cli.base(exe, root) + _cli.run_args(
             image, name=name, env=env, volumes=volumes, memory=memory, cpus=cpus,
-            network=network, ports=ports, workdir=workdir, args=args,
+            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, args=args,
         )
         sid = _cli.created_id(_cli.run(argv, timeout))
         try:

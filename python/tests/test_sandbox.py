@@ -126,3 +126,33 @@ def test_args_and_volumes(bothy: str, root: str, tmpdir_short: str) -> None:
         r = sb.run("python3 /work/main.py && rm /work/main.py && cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max")
         assert r.stdout.split() == ["from", "the", "host", "64"], r
     assert os.path.exists(os.path.join(host, "main.py"))  # an overlay volume: the host's file is untouched
+
+
+def test_pool_claim(bothy: str, root: str) -> None:
+    """pool= claims a ready sandbox of a pool (bothy run --pool), with the
+    name, environment, working directory and labels given; the sync and
+    asyncio clients alike."""
+    import asyncio
+    import subprocess
+
+    from bothy.aio import AsyncSandbox
+
+    def cli(*args: str) -> str:
+        return subprocess.run([bothy, "--root", root, *args], check=True, capture_output=True, text=True).stdout
+
+    cli("pool", "create", "warm", "--size", "2")
+    try:
+        with Sandbox.create(bothy=bothy, root=root, pool="warm", name="claimed", env={"TASK": "7"},
+                            workdir="/work", labels={"team": "a"}) as sb:
+            assert sb.state["from_pool"] == "warm" and sb.state["name"] == "claimed"
+            assert sb.state["labels"] == {"team": "a"}
+            assert sb.run("echo $TASK; pwd").stdout.split() == ["7", "/work"]
+
+        async def claim() -> str:
+            async with await AsyncSandbox.create(bothy=bothy, root=root, pool="warm", env=["TASK=8"]) as asb:
+                assert asb.state["from_pool"] == "warm"
+                return (await asb.run("echo $TASK")).stdout.strip()
+
+        assert asyncio.run(claim()) == "8"
+    finally:
+        cli("pool", "rm", "warm")
