@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
+	"github.com/bothy-sandbox/bothy/internal/launcher"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/network"
@@ -751,7 +752,11 @@ func (k *killEnv) runTrial(tr trial) outcome {
 		}
 	}
 	for _, c := range o.before.cgroups {
-		if !k.known(filepath.Base(c)) {
+		name := filepath.Base(c)
+		if name == launcher.CommandsCgroup { // the commands' pids cgroup in the sandbox's
+			name = filepath.Base(filepath.Dir(c))
+		}
+		if !k.known(name) {
 			t.Errorf("%s, %s killed at %s: cgroup %s is left with no sandbox directory naming it:%s", tr.op, tr.victim, o.phase, c, o.before)
 		}
 	}
