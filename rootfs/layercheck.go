@@ -55,7 +55,7 @@ func CheckLayer(r io.Reader) (digest.Digest, error) {
 			return "", fmt.Errorf("%w: entry %q: type %q has no place in a layer", ErrMalformedLayer, hdr.Name, hdr.Typeflag)
 		}
 		if _, err := io.Copy(io.Discard, tr); err != nil {
-			return "", fmt.Errorf("%w: entry %q: %w", ErrMalformedLayer, hdr.Name, err)
+			return "", fmt.Errorf("%w: entry %q cut short: %w", ErrMalformedLayer, hdr.Name, err)
 		}
 		entries++
 	}
