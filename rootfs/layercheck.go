@@ -31,9 +31,15 @@ func CheckLayer(r io.Reader) (digest.Digest, error) {
 	cr := &countReader{r: io.TeeReader(zr, h)}
 	tr := tar.NewReader(cr)
 	entries := 0
+	var end int64 // where the last entry's data (padded to a block) ends
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			// A tar ends with two zero blocks; archive/tar also
+			// says EOF for one cut at an entry's end.
+			if cr.n > 0 && cr.n < end+2*512 {
+				return "", fmt.Errorf("%w: tar archive cut short after %d entries (no end-of-archive blocks)", ErrMalformedLayer, entries)
+			}
 			break
 		}
 		if err != nil && !errors.Is(err, tar.ErrInsecurePath) {
@@ -58,6 +64,7 @@ func CheckLayer(r io.Reader) (digest.Digest, error) {
 			return "", fmt.Errorf("%w: entry %q cut short: %w", ErrMalformedLayer, hdr.Name, err)
 		}
 		entries++
+		end = (cr.n + 511) &^ 511
 	}
 	if cr.n == 0 {
 		return "", fmt.Errorf("%w: empty file, not a tar archive", ErrMalformedLayer)

@@ -157,7 +157,7 @@ func (m *Manager) writeLayer(ctx context.Context, sb *Sandbox, w io.Writer, epoc
 			}()
 		}
 	}
-	if err := userns.DiffAs(ctx, m.opts.Init, sb.IDMap, sb.UpperDir, w, rootfs.DiffOptions{Epoch: epoch, Exclude: m.ownPaths(sb)}); err != nil {
+	if err := userns.DiffAs(ctx, m.opts.Init, sb.IDMap, sb.UpperDir, w, rootfs.DiffOptions{Epoch: epoch, Exclude: m.ownPaths(sb), Live: sb.Status == StatusRunning && noPause}); err != nil {
 		return fmt.Errorf("sandbox %s: %w", sb.ShortID(), err)
 	}
 	return nil

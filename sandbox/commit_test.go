@@ -88,7 +88,7 @@ func TestCommitFrozenWhileRead(t *testing.T) {
 	if err := m.Resume(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	run(t, sb, "test -s /busy")
+	run(t, sb, "test -e /busy")
 	// A stopped sandbox has nothing to freeze: it commits all the same.
 	if err := m.Stop(ctx, sb.ID, time.Second); err != nil {
 		t.Fatal(err)
