@@ -49,7 +49,7 @@ func TestCommitFrozenWhileRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, sb, "(i=0; while :; do i=$((i+1)); echo $i > /busy; done) >/dev/null 2>&1 &")
+	run(t, sb, "(i=0; while :; do i=$((i+1)); echo $i > /busy; done) >/dev/null 2>&1 & while [ ! -e /busy ]; do sleep 0.01; done")
 	w := &pausedWriter{t: t, m: m, sb: sb}
 	if err := m.ExportLayer(ctx, sb.ID, w, false); err != nil {
 		t.Fatal(err)
