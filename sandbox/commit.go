@@ -103,7 +103,7 @@ func (m *Manager) Commit(ctx context.Context, ref string, opts CommitOptions) (r
 	if err != nil {
 		return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
 	}
-	layers = append(layers, layer)
+	layers = keepTopmost(append(layers, layer), func(l oci.Layer) string { return l.DiffID.String() })
 	createdBy := "bothy commit " + sb.Name
 	if sb.Name == "" {
 		createdBy = "bothy commit " + sb.ShortID()

@@ -61,7 +61,25 @@ func (c *creation) checkAddedLayers(context.Context) error {
 		c.added = append(c.added, al)
 		c.layers = append(c.layers, ipc.Layer{DiffID: al.DiffID, Blob: al.File})
 	}
+	// The same layer twice is one lower directory twice, which overlay
+	// refuses (ELOOP): the top-most is kept, the lower copy adds nothing.
+	c.layers = keepTopmost(c.layers, func(l ipc.Layer) string { return l.DiffID })
 	return nil
+}
+
+// keepTopmost drops every item (bottom first) whose key comes again later.
+func keepTopmost[T any](items []T, key func(T) string) []T {
+	last := map[string]int{}
+	for i, it := range items {
+		last[key(it)] = i
+	}
+	out := items[:0:0]
+	for i, it := range items {
+		if last[key(it)] == i {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // addLayerFile stores an added layer's file in the image store for an image

@@ -408,6 +408,9 @@ func TestVerifierPattern(t *testing.T) {
 	if out := c.ok("run", "--rm", "--layer", layer+","+undo, "task:v1", "--", "sh", "-c", "cat /repo/obsolete.sh; cat /repo/README"); out != "back\ncalc\n" {
 		t.Errorf("two layers stacked: %q", out)
 	}
+	if out := c.ok("run", "--rm", "--layer", undo, "--layer", layer, "--layer", undo, "task:v1", "--", "cat", "/repo/obsolete.sh"); out != "back\n" {
+		t.Errorf("a layer given twice (the top-most kept): %q", out)
+	}
 	// A sandbox with a layer commits into an image that has it.
 	c.ok("commit", "v2", "task:v2")
 	if out, _, code := c.run("", "run", "--rm", "task:v2", "--", "sh", "-c", check); code == 0 || !strings.Contains(out, "FAIL obsolete") {
