@@ -8,7 +8,7 @@ CACHE      ?= $(if $(filter 0,$(shell id -u)),/var/cache/bothy,$(HOME)/.cache/bo
 TEST_USER  ?= bothy-test
 DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
-PACKAGES   := gcc make libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
+PACKAGES   := gcc make git libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
               slirp4netns passt nftables iperf3 iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux \
               slurmctld slurmd slurm-client munge \
               python3-pytest python3-pyflakes python3-mypy python3-venv python3-pip python3-setuptools python3-wheel

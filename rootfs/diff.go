@@ -30,6 +30,11 @@ type DiffOptions struct {
 	// ".bothy" or "etc/hosts") left out of the layer with everything
 	// below them.
 	Exclude []string
+	// Live: the directory may change while it is read (a running sandbox
+	// not frozen, docker commit --pause=false). A regular file whose size
+	// changes is written with the size it had when listed, cut short or
+	// padded with zeros, instead of failing the layer.
+	Live bool
 }
 
 // WriteDiff writes the overlay upper directory dir as an uncompressed OCI
@@ -48,7 +53,7 @@ type DiffOptions struct {
 // openRegularAt), so nothing outside dir is read, whatever it holds.
 func WriteDiff(w io.Writer, dir string, opts DiffOptions) error {
 	tw := tar.NewWriter(w)
-	d := &differ{tw: tw, epoch: opts.Epoch, links: map[[2]uint64]string{}, exclude: map[string]bool{}}
+	d := &differ{tw: tw, epoch: opts.Epoch, live: opts.Live, links: map[[2]uint64]string{}, exclude: map[string]bool{}}
 	for _, e := range opts.Exclude {
 		d.exclude[strings.Trim(path.Clean("/"+e), "/")] = true
 	}
@@ -69,6 +74,7 @@ func WriteDiff(w io.Writer, dir string, opts DiffOptions) error {
 type differ struct {
 	tw      *tar.Writer
 	epoch   time.Time
+	live    bool
 	links   map[[2]uint64]string // (dev, inode) → first path, for hard links
 	exclude map[string]bool
 }
@@ -168,10 +174,22 @@ func (d *differ) entry(dir *os.File, name, rel string) error {
 		if err := d.write(h); err != nil {
 			return err
 		}
-		if n, err := io.Copy(d.tw, f); err != nil {
+		n, err := io.Copy(d.tw, io.LimitReader(f, st.Size+1))
+		grew := errors.Is(err, tar.ErrWriteTooLong)
+		switch {
+		case err != nil && !grew:
 			return fmt.Errorf("write %s: %w", rel, err)
-		} else if n != st.Size {
+		case grew && !d.live:
 			return fmt.Errorf("write %s: size changed while reading", rel)
+		case n == st.Size:
+			return nil
+		case !d.live:
+			return fmt.Errorf("write %s: size changed while reading", rel)
+		case n < st.Size:
+			// Shrunk while read: zeros for the rest.
+			if _, err := io.CopyN(d.tw, zeros{}, st.Size-n); err != nil {
+				return fmt.Errorf("write %s: %w", rel, err)
+			}
 		}
 		return nil
 	case unix.S_IFLNK:
@@ -223,4 +241,12 @@ func keepXattr(k string) bool {
 		}
 	}
 	return true
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

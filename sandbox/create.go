@@ -47,6 +47,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		c.checkSecurity,
 		c.planLimits,
 		c.resolveImage,
+		c.checkAddedLayers,
 		c.planMain,
 		c.makeStateDir,
 		c.makeRootfs,
@@ -83,8 +84,9 @@ type creation struct {
 	img      *oci.Image
 	imgStore *SharedStore // the shared store img is in, if not the caller's
 	layers   []ipc.Layer
-	main     []string // the main process's command
-	user     string   // the default user, "" for root
+	added    []AddedLayer // CreateOptions.AddLayers, checked
+	main     []string     // the main process's command
+	user     string       // the default user, "" for root
 
 	// Made.
 	dir, upperRoot string
@@ -332,7 +334,7 @@ func (c *creation) recordSandbox(context.Context) error {
 		ID: c.id, Name: o.Name, Image: cmp.Or(o.Image, DefaultImage), ImageDigest: c.img.Digest.String(),
 		Created: time.Now().UTC(), Network: string(c.net.Mode), Rootless: c.rootless, IDMap: c.m.mapping,
 		Cmd: c.main, ExitWithMain: o.ExitWithMain && len(c.main) > 0, Restart: o.Restart, User: c.user, Env: o.Env, Workdir: o.Workdir, AutoRemove: o.AutoRemove, Labels: o.Labels,
-		Mounts: c.mounts,
+		Mounts: c.mounts, AddedLayers: c.added,
 		Limits: c.limits, LimitsIgnored: joinNonEmpty("; ", c.cgroup.Ignored, c.diskSkip), LimitsNotEnforced: c.cgroup.NotEnforced,
 		Cgroup: c.cgroup.Path, CgroupSystemd: c.cgroup.Systemd, Disk: c.disk,
 		Security: o.Security,

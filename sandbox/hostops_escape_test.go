@@ -17,7 +17,7 @@ import (
 // TestEscapeDiffExport: a running sandbox plants symlinks to a host file and
 // a host directory in its upper directory (absolute and relative, at the top
 // and deep) and keeps replacing a directory it changed with a symlink to the
-// host directory while `bothy diff --export DIR` runs, for the root
+// host directory while `bothy diff --export-dir DIR` runs, for the root
 // filesystem and for an overlay volume. No export holds the host file's
 // content, nothing is written outside the export directories, and the host
 // directory is unchanged; the links are exported as links. Stopped by: the

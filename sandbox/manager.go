@@ -163,6 +163,10 @@ func (m *Manager) LayerDir() string {
 type CreateOptions struct {
 	Name  string
 	Image string // empty: the embedded default image
+	// AddLayers are layer tars (uncompressed, gzip or zstd: bothy diff
+	// --export, bothy commit's layer) stacked read-only on top of the
+	// image's layers, the last on top (bothy run --layer).
+	AddLayers []string
 	// Env and Workdir apply to the executor and every command it runs.
 	Env     []string
 	Workdir string

@@ -59,6 +59,9 @@ type Sandbox struct {
 	// ImageStore is the shared image store the image was found in ("":
 	// the caller's own).
 	ImageStore string `json:"image_store,omitempty"`
+	// AddedLayers are the layer files given at run (--layer), on top of
+	// the image's layers, bottom first.
+	AddedLayers []AddedLayer `json:"added_layers,omitempty"`
 	// Slurm is the Slurm job and step the sandbox was created in.
 	Slurm      *SlurmJob         `json:"slurm,omitempty"`
 	Created    time.Time         `json:"created"`

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -103,6 +104,9 @@ func newRunCmd(g *globals) *cobra.Command {
 					APIKey: opts.APIKey, AutoRemove: opts.AutoRemove,
 				}, opts.Image)
 			}
+			if pool != "" && len(opts.AddLayers) > 0 {
+				return errors.New("--pool takes no --layer: a pool's sandboxes are started before the claim")
+			}
 			if pool != "" && detach && len(argv) > 0 {
 				return fmt.Errorf("--pool -d takes no command: a pool's sandboxes run nothing but what is sent to them (bothy exec)")
 			}
@@ -195,6 +199,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allow outbound traffic to CIDR[:PORT] or HOST[:PORT] only (names resolved now and pinned in /etc/hosts; repeatable; denies the rest)")
 	f.IntVar(&noChange, "no-change-timeout", 0, "bash sessions (and OpenHands' run actions) answer after this many `seconds` without new output, the command still running (default 10; sets NO_CHANGE_TIMEOUT_SECONDS)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
+	f.StringSliceVar(&opts.AddLayers, "layer", nil, "stack these layer tars (bothy diff --export, plain, gzip or zstd) read-only on the image, the last on top (FILE[,FILE...], repeatable)")
 	f.StringVar(&pool, "pool", "", "claim a ready sandbox of this pool (bothy pool create) instead of starting one: it gets --name, -e, -w, --label and --api-key; an empty pool starts one cold, and says so")
 	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")

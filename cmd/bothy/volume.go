@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -142,20 +143,28 @@ func newVolumeCmd(g *globals) *cobra.Command {
 
 func newDiffCmd(g *globals) *cobra.Command {
 	var (
-		format *outputFormat
-		export string
+		format    *outputFormat
+		exportDir string
+		export    string
+		pause     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "diff [--export DIR] SANDBOX [CTR]",
+		Use:   "diff [--export FILE|--export-dir DIR] SANDBOX [CTR]",
 		Short: "List what a sandbox changed in an overlay volume (or, without CTR, its root filesystem)",
 		Long: `List what a sandbox changed under an overlay volume mounted at CTR, or in its root
 filesystem without CTR, one path a line: A added, C changed, D deleted (as docker diff).
 The host directory under an overlay volume is never modified; the changes live in the
-sandbox's upper directory and go away with bothy rm. --export DIR copies the added and
-changed files into DIR (new or empty) first, so they outlive the sandbox.`,
+sandbox's upper directory and go away with bothy rm. --export-dir DIR copies the added
+and changed files into DIR (new or empty) first, so they outlive the sandbox.
+
+--export FILE (- for stdout) writes the root filesystem's changes as a layer tar instead,
+the layer bothy commit would add (deletions as whiteouts, the sandbox frozen while it is
+read unless --pause=false); bothy run --layer FILE IMAGE starts a clean sandbox of the
+same image with those changes alone on top.`,
 		Example: `  bothy run -d --name agent -v $PWD:/work:overlay
   bothy diff agent /work
-  bothy diff --export /tmp/agent-work agent /work && bothy rm -f agent`,
+  bothy diff --export-dir /tmp/agent-work agent /work && bothy rm -f agent
+  bothy diff --export agent.tar agent && bothy run --layer agent.tar IMAGE -- make test`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
@@ -166,7 +175,16 @@ changed files into DIR (new or empty) first, so they outlive the sandbox.`,
 			if len(args) == 2 {
 				target = args[1]
 			}
-			d, err := m.Diff(cmd.Context(), args[0], sandbox.DiffOptions{Target: target, Export: export})
+			if export != "" {
+				if target != "" {
+					return errExportWithCtr
+				}
+				if exportDir != "" || cmd.Flags().Changed("format") {
+					return errors.New("--export writes a layer tar: it takes neither --export-dir nor --format")
+				}
+				return exportLayer(cmd, m, args[0], export, !pause)
+			}
+			d, err := m.Diff(cmd.Context(), args[0], sandbox.DiffOptions{Target: target, Export: exportDir})
 			if err != nil {
 				return err
 			}
@@ -183,6 +201,8 @@ changed files into DIR (new or empty) first, so they outlive the sandbox.`,
 		},
 	}
 	format = formatFlag(cmd.Flags(), "table", "json")
-	cmd.Flags().StringVar(&export, "export", "", "copy the added and changed files into this new or empty directory")
+	cmd.Flags().StringVar(&exportDir, "export-dir", "", "copy the added and changed files into this new or empty directory")
+	cmd.Flags().StringVar(&export, "export", "", "write the root filesystem's changes as a layer tar to this new file (- for stdout), for bothy run --layer")
+	cmd.Flags().BoolVarP(&pause, "pause", "p", true, "with --export: freeze the sandbox while its changes are read")
 	return cmd
 }

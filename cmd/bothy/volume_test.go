@@ -93,7 +93,7 @@ func TestDiffCommand(t *testing.T) {
 	}
 	export := filepath.Join(t.TempDir(), "out")
 	var res sandbox.DiffResult
-	if err := json.Unmarshal([]byte(c.ok("diff", "--export", export, "--format", "json", "ov", "/work")), &res); err != nil {
+	if err := json.Unmarshal([]byte(c.ok("diff", "--export-dir", export, "--format", "json", "ov", "/work")), &res); err != nil {
 		t.Fatal(err)
 	}
 	if res.Target != "/work" || len(res.Changes) != 2 || res.Changes[1].Path != "/work/n" || res.Changes[1].Kind != 'A' {

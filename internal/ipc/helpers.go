@@ -22,6 +22,7 @@ type DiffRequest struct {
 	Dir     string    `json:"dir"`
 	Epoch   time.Time `json:"epoch"`
 	Exclude []string  `json:"exclude,omitempty"`
+	Live    bool      `json:"live,omitempty"`
 }
 
 // MessageType implements Message.

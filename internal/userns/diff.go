@@ -21,7 +21,7 @@ func diffHelper(in io.Reader, out io.Writer) error {
 		return fmt.Errorf("read request: %w", err)
 	}
 	w := bufio.NewWriterSize(ipc.DataWriter(out), ipc.MaxBody)
-	if err := rootfs.WriteDiff(w, req.Dir, rootfs.DiffOptions{Epoch: req.Epoch, Exclude: req.Exclude}); err != nil {
+	if err := rootfs.WriteDiff(w, req.Dir, rootfs.DiffOptions{Epoch: req.Epoch, Exclude: req.Exclude, Live: req.Live}); err != nil {
 		return err
 	}
 	return w.Flush()
@@ -40,7 +40,7 @@ func DiffAs(ctx context.Context, init string, m Mapping, dir string, w io.Writer
 		_, err := w.Write(data)
 		return err
 	}
-	req := ipc.DiffRequest{Dir: dir, Epoch: opts.Epoch, Exclude: opts.Exclude}
+	req := ipc.DiffRequest{Dir: dir, Epoch: opts.Epoch, Exclude: opts.Exclude, Live: opts.Live}
 	if err := runInNS(ctx, init, m, ipc.ReexecDiff, req, write, &data); err != nil {
 		return fmt.Errorf("read upper directory %s: %w", dir, err)
 	}
