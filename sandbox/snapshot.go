@@ -573,7 +573,7 @@ func (m *Manager) PruneSnapshots(ctx context.Context) ([]string, error) {
 
 func (m *Manager) pruneSnapshotsLocked(ctx context.Context) ([]string, error) {
 	var removed []string
-	var errs []error
+	errs := []error{m.recoverPending(ctx)}
 	for {
 		all, err := m.ListSnapshots(ctx)
 		if err != nil {
@@ -594,6 +594,50 @@ func (m *Manager) pruneSnapshotsLocked(ctx context.Context) ([]string, error) {
 			return removed, errors.Join(errs...)
 		}
 	}
+}
+
+// recoverPending runs recoverSnapshot for every sandbox whose record names
+// a pending snapshot and whose lock is free (its snapshot's maker was
+// killed; a running sandbox whose snapshot was cut short before it was
+// stopped is left running, and forgets the snapshot).
+func (m *Manager) recoverPending(ctx context.Context) error {
+	ids, err := m.paths.ids()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if sb, err := m.paths.readState(id); err != nil || sb.PendingSnapshot == "" {
+			continue
+		}
+		unlock, err := m.paths.tryLock(id)
+		if err != nil {
+			continue // busy: its snapshot is being taken
+		}
+		if sb, err := m.paths.readStateLocked(id); err == nil {
+			errs = append(errs, m.recoverSnapshot(ctx, sb))
+		}
+		unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// recoverPendingOf runs recoverSnapshot for sandbox id under its lock, and
+// returns its record as it is then.
+func (m *Manager) recoverPendingOf(ctx context.Context, id string) (*Sandbox, error) {
+	unlock, err := m.paths.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	sb, err := m.paths.readStateLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.recoverSnapshot(ctx, sb); err != nil {
+		return nil, err
+	}
+	return m.paths.readStateLocked(id)
 }
 
 // gcSnapshots is PruneSnapshots when the lock is free at once (after rm),

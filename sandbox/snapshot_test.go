@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -274,5 +276,62 @@ func TestSnapshotDepth(t *testing.T) {
 	}
 	if n := run(t, got, "ls / | grep -c '^layer'"); n != fmt.Sprint(sandbox.MaxSnapshotDepth) {
 		t.Fatalf("%s layers' files seen, want %d", n, sandbox.MaxSnapshotDepth)
+	}
+}
+
+// TestStartNetwork: a sandbox on an attached network (root: the bridge;
+// rootless: slirp4netns) starts again with its network re-attached (it
+// reaches outside, its main command serves on its published port) and its
+// host port kept; a host port taken while it was stopped is published
+// again on another, reported; rm leaves nothing of the network.
+func TestStartNetwork(t *testing.T) {
+	e := newNetEnv(t)
+	ctx := context.Background()
+	url := fmt.Sprintf("http://%s/", e.server("outside"))
+	sb := e.create(sandbox.CreateOptions{Name: "web", Network: network.Options{Mode: "bridge", Publish: []string{"8000"}}, Cmd: httpdCmd("served")})
+	first := publishedURL(t, sb)
+	if out, err := fetchHost(first); err != nil || out != "served" {
+		t.Fatalf("published port: %q %v", out, err)
+	}
+	if err := e.m.Stop(ctx, "web", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, e.m, "web", sandbox.StatusExited)
+	again, rep, err := e.m.Start(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.PortsMoved) != 0 || publishedURL(t, again) != first {
+		t.Fatalf("host port not kept: %v → %v (%v)", sb.Ports(), again.Ports(), rep.PortsMoved)
+	}
+	if out, err := fetchHost(first); err != nil || out != "served" {
+		t.Fatalf("published port after start: %q %v", out, err)
+	}
+	if out, err := fetchIn(again, url); err != nil || out != "outside" {
+		t.Fatalf("outbound after start: %q %v", out, err)
+	}
+
+	if err := e.m.Stop(ctx, "web", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, e.m, "web", sandbox.StatusExited)
+	taken, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", sb.Ports()[0].HostPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	moved, rep, err := e.m.Start(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := publishedURL(t, moved)
+	if now == first || len(rep.PortsMoved) != 1 || !strings.Contains(rep.PortsMoved[0], fmt.Sprint(moved.Ports()[0].HostPort)) {
+		t.Fatalf("a taken host port: %s → %s, reported %v", first, now, rep.PortsMoved)
+	}
+	if out, err := fetchHost(now); err != nil || out != "served" {
+		t.Fatalf("published port after a move: %q %v", out, err)
+	}
+	if err := e.m.Remove(ctx, "web", true); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -57,6 +57,13 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, *StartReport
 	if old.Status == StatusRunning {
 		return old, &StartReport{}, nil
 	}
+	if old.PendingSnapshot != "" {
+		// A snapshot cut short: finished or forgotten first, so that
+		// the start plans the layers the sandbox is on.
+		if old, err = m.recoverPendingOf(ctx, id); err != nil {
+			return nil, nil, err
+		}
+	}
 	opts, err := m.startOptions(old)
 	if err != nil {
 		return nil, nil, err
@@ -163,11 +170,11 @@ func (c *creation) reuseStateDir(ctx context.Context) error {
 	case old.lost:
 		return fmt.Errorf("%w: %s has no record left", ErrNotStartable, old.ShortID())
 	}
+	if old.Snapshot != c.snapshot || old.PendingSnapshot != "" {
+		return fmt.Errorf("start sandbox %s: a snapshot of it was taken meanwhile: start it again", old.ShortID())
+	}
 	c.old = old
 	c.dir, c.upperRoot = old.Dir, c.m.paths.upperRoot(c.id)
-	if err := c.m.recoverSnapshot(ctx, old); err != nil {
-		return err
-	}
 	if err := c.m.takeDown(ctx, old); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", old.ShortID(), err)
 	}
