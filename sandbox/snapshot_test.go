@@ -315,7 +315,14 @@ func TestStartNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, e.m, "web", sandbox.StatusExited)
-	taken, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", sb.Ports()[0].HostPort))
+	// Rootless, the helper that held the port ends with the sandbox, a
+	// moment after it (its watcher).
+	var taken net.Listener
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if taken, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", sb.Ports()[0].HostPort)); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,6 +109,23 @@ func TestKillStartSnapshotFork(t *testing.T) {
 		}
 	}
 
+	// The CLI's other paths: restart, and a command run in the
+	// foreground on a snapshot (the snapshot's image's command planned).
+	k.ok("restart", "ks")
+	check("restart")
+	var last string
+	for _, s := range snapshots() {
+		if s.Name != "" {
+			last = s.Name
+		}
+	}
+	if out := k.ok("run", "--rm", "--from-snapshot", last, "--", "cat", "/root/f0"); strings.TrimSpace(out) != "0" {
+		t.Fatalf("run --from-snapshot %s: %q", last, out)
+	}
+	if _, stderr, err := k.bothy("run", "--from-snapshot", last, "busybox", "--", "true"); err == nil || !strings.Contains(stderr, "--from-snapshot takes no IMAGE") {
+		t.Fatalf("run --from-snapshot with an IMAGE: %v %s", err, stderr)
+	}
+
 	k.ok("rm", "-f", "ks")
 	// Newest first: each is on the one before.
 	for _, s := range slices.Backward(snapshots()) {
