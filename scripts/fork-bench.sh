@@ -5,7 +5,7 @@
 #
 #   scripts/fork-bench.sh [BIN]     (BIN: the directory of make build's bothy, default ./bin)
 #
-# The workspace: one 512 MiB file and 16,384 files of 32 KiB (512 MiB) in 256
+# The workspace: one 512 MiB file and 16,384 files of 32 KiB (512 MiB) in 16
 # directories, written in the sandbox. It runs in a bothy state of its own
 # (BOTHY_ROOT under $TMPDIR), removed at the end.
 set -eu
@@ -23,10 +23,8 @@ workspace() { # SANDBOX: fills its /work
 	"$B" exec "$1" -- sh -c '
 		mkdir -p /work/small && cd /work &&
 		head -c 536870912 /dev/urandom > big &&
-		i=0; while [ $i -lt 256 ]; do
-			mkdir small/$i && j=0 &&
-			while [ $j -lt 64 ]; do head -c 32768 /dev/urandom > small/$i/$j; j=$((j+1)); done
-			i=$((i+1))
+		for d in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do
+			mkdir small/$d && head -c 33554432 /dev/urandom | split -b 32768 -a 3 - small/$d/f || exit 1
 		done; sync'
 }
 
