@@ -563,6 +563,9 @@ func (m *Manager) removeSnapshot(ctx context.Context, s *Snapshot) error {
 // snapshot cut short before the rename) that no sandbox names pending. It
 // returns the IDs removed. Named snapshots stay until RemoveSnapshot.
 func (m *Manager) PruneSnapshots(ctx context.Context) ([]string, error) {
+	if _, err := os.Lstat(m.paths.snapshots()); errors.Is(err, os.ErrNotExist) {
+		return nil, nil // none ever taken: nothing made for nothing
+	}
 	unlock, err := m.lockSnapshots(ctx, true)
 	if err != nil {
 		return nil, err
@@ -643,7 +646,7 @@ func (m *Manager) recoverPendingOf(ctx context.Context, id string) (*Sandbox, er
 // gcSnapshots is PruneSnapshots when the lock is free at once (after rm),
 // and nothing when it is not: the next prune does it.
 func (m *Manager) gcSnapshots(ctx context.Context) {
-	if err := os.MkdirAll(m.paths.snapshotNames(), 0o700); err != nil {
+	if _, err := os.Lstat(m.paths.snapshotNames()); err != nil {
 		return
 	}
 	unlock, err := flockDir(ctx, m.paths.snapshots(), "", unix.LOCK_EX|unix.LOCK_NB)
