@@ -38,18 +38,29 @@ import (
 // marks between them are where BOTHY_KILL_AT kills the creator.
 func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
 	trace.Mark("bothy", "create")
-	c := &creation{m: m, opts: opts, id: newID()}
+	return m.create(ctx, &creation{m: m, opts: opts, id: newID()})
+}
+
+// create runs a creation's steps: a new sandbox's (Create), or, with
+// c.old, a stopped sandbox's start on the directories it has (Start).
+func (m *Manager) create(ctx context.Context, c *creation) (sb *Sandbox, err error) {
 	defer c.finish(&err)
+	makeStateDir := c.makeStateDir
+	if c.old != nil {
+		makeStateDir = c.reuseStateDir
+	}
 	for _, step := range []func(context.Context) error{
 		c.checkOptions,
 		c.planNetwork,
 		c.planMounts,
 		c.checkSecurity,
 		c.planLimits,
+		c.resolveSnapshot,
 		c.resolveImage,
+		c.addSnapshotLayers,
 		c.checkAddedLayers,
 		c.planMain,
-		c.makeStateDir,
+		makeStateDir,
 		c.makeRootfs,
 		c.makeVolumes,
 		c.recordSandbox,
@@ -72,6 +83,13 @@ type creation struct {
 	m    *Manager
 	opts CreateOptions
 	id   string
+	// old is the record of the stopped sandbox a Start starts again (on
+	// its state and upper directories, under its ID); nil for Create.
+	old *Sandbox
+	// snapshot is the snapshot whose layers go above the image's (see
+	// addSnapshotLayers); "" for none.
+	snapshot      string
+	snapshotImage string // the snapshot's image, by the name it was run as
 
 	// Decided.
 	hostname string
@@ -287,6 +305,12 @@ func (c *creation) makeRootfs(ctx context.Context) error {
 	// this at.
 	c.limits = c.cgroup.Limits
 	c.limits.Disk = 0
+	if c.old != nil {
+		// Started again: the directories, and the disk limit on them,
+		// are there (reuseStateDir checked it).
+		c.disk, c.limits.Disk = c.old.Disk, c.old.Limits.Disk
+		return c.reuseRootfs()
+	}
 	if c.diskMode != "" {
 		var err error
 		if c.disk, err = c.m.setupDisk(ctx, c.id, c.upperRoot, c.diskMode, c.opts.Limits.Disk); err != nil {
@@ -315,7 +339,7 @@ func (c *creation) makeRootfs(ctx context.Context) error {
 // first use, the overlay volumes' directories.
 func (c *creation) makeVolumes(context.Context) error {
 	var err error
-	c.overlays, err = c.m.setupMounts(c.id, c.mounts)
+	c.overlays, err = c.m.setupMounts(c.id, c.mounts, c.old != nil)
 	return err
 }
 
@@ -344,6 +368,15 @@ func (c *creation) recordSandbox(context.Context) error {
 	}
 	if c.imgStore != nil {
 		c.sb.ImageStore = c.imgStore.root
+	}
+	c.sb.Snapshot = c.snapshot
+	if c.snapshot != "" {
+		c.sb.Image = c.snapshotImage
+	}
+	if c.old != nil {
+		c.keepRecord()
+	} else if err := writeJSON(filepath.Join(c.dir, createFile), c.opts); err != nil {
+		return err
 	}
 	if err := writeState(c.dir, c.sb); err != nil {
 		return err

@@ -133,6 +133,10 @@ func (m *Manager) rootfsLowers(sb *Sandbox) ([]string, error) {
 	}
 	lowers := make([]string, len(req.Layers))
 	for i, l := range req.Layers {
+		if l.Snapshot != "" {
+			lowers[len(lowers)-1-i] = l.Snapshot
+			continue
+		}
 		diffID, err := digest.Parse(l.DiffID)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox %s layer %q: %w", sb.ShortID(), l.DiffID, err)

@@ -137,6 +137,13 @@ func clipString(s string, n int) string {
 // does, importing the default image on first use) composed with o's.
 // Unlike Create, it returns an image's bare shell too.
 func (m *Manager) MainCommand(ctx context.Context, o CreateOptions) ([]string, error) {
+	if o.FromSnapshot != "" && o.Image == "" {
+		s, err := m.GetSnapshot(ctx, o.FromSnapshot)
+		if err != nil {
+			return nil, err
+		}
+		o.Image = s.ImageDigest
+	}
 	img, _, err := m.image(ctx, o.Image)
 	if err != nil {
 		return nil, err

@@ -229,6 +229,10 @@ type CreateOptions struct {
 	// (started on first use) or NAME:eager (started with the executor);
 	// the image must hold their dependencies (their recipes).
 	Plugins []string
+	// FromSnapshot starts the sandbox on a snapshot (by name or ID; see
+	// TakeSnapshot): the snapshot's image with its layers on top, and an
+	// upper directory of its own. Image must be empty or the snapshot's.
+	FromSnapshot string `json:",omitempty"`
 }
 
 // image resolves ref, importing the embedded default image on first use:

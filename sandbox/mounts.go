@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -88,8 +89,9 @@ func (m *Manager) volumeDirs(id string, i int) (upper, work, merged string) {
 
 // setupMounts creates what the mounts need on the host: named volumes on first
 // use, overlay upper, work and mount point directories. The caller holds the
-// volume lock shared.
-func (m *Manager) setupMounts(id string, mounts []Mount) ([]ipc.Overlay, error) {
+// volume lock shared. With reuse (a sandbox started again), the overlay
+// volumes' upper directories are there, with what the sandbox wrote.
+func (m *Manager) setupMounts(id string, mounts []Mount, reuse bool) ([]ipc.Overlay, error) {
 	var overlays []ipc.Overlay
 	for i := range mounts {
 		mnt := &mounts[i]
@@ -113,6 +115,14 @@ func (m *Manager) setupMounts(id string, mounts []Mount) ([]ipc.Overlay, error) 
 			}
 			// The upper directory's attributes are those of the
 			// mount's root inside: the host directory's.
+			if reuse {
+				if st, err := os.Lstat(upper); err != nil || !st.IsDir() {
+					return nil, fmt.Errorf("volume %q: its upper directory is gone: %w", mnt.Spec, cmp.Or(err, errors.New("not a directory")))
+				}
+				mnt.Upper = upper
+				overlays = append(overlays, ipc.Overlay{Lower: mnt.HostPath, Upper: upper, Work: work, Target: merged})
+				continue
+			}
 			if err := os.Mkdir(upper, 0o700); err != nil {
 				return nil, fmt.Errorf("volume %q: %w", mnt.Spec, err)
 			}

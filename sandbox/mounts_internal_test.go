@@ -59,7 +59,7 @@ func TestPlanMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	overlays, err := m.setupMounts(id, mounts)
+	overlays, err := m.setupMounts(id, mounts, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,14 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 	if !force && (sb.Status == StatusRunning || sb.Status == StatusCreating) {
 		return fmt.Errorf("%w: %s; stop it first or use --force", ErrRunning, sb.ShortID())
 	}
-	return m.cleanup(ctx, id, sb)
+	if err := m.cleanup(ctx, id, sb); err != nil {
+		return err
+	}
+	if sb.Snapshot != "" || sb.PendingSnapshot != "" {
+		// A fork's snapshot it was the last on.
+		m.gcSnapshots(ctx)
+	}
+	return nil
 }
 
 // cleanup removes everything that is left of sandbox id, whatever step its
@@ -411,6 +418,10 @@ func (m *Manager) Prune(ctx context.Context) ([]string, error) {
 		}
 	}
 	errs = append(errs, m.paths.pruneNewDirs(ctx), m.paths.releaseNames(""))
+	// Forks' snapshots no sandbox is on any more, snapshots cut short.
+	if _, err := m.PruneSnapshots(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("prune snapshots: %w", err))
+	}
 	// What attached networks hold for sandboxes that are gone, whether or
 	// not anything else of them is left.
 	if _, err := network.Prune(ctx, m.paths.State); err != nil {

@@ -113,6 +113,11 @@ type Sandbox struct {
 	// then the pre-claim key); FromPool the pool it was claimed from.
 	Pool     string `json:"pool,omitempty"`
 	FromPool string `json:"from_pool,omitempty"`
+	// Snapshot is the snapshot the sandbox's root filesystem is on (its
+	// layers between the image's and the upper directory), by ID;
+	// PendingSnapshot one being taken of it (see TakeSnapshot).
+	Snapshot        string `json:"snapshot,omitempty"`
+	PendingSnapshot string `json:"pending_snapshot,omitempty"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`

@@ -76,6 +76,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
 		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g), newTopCmd(g), newCommitCmd(g),
+		newStartCmd(g), newRestartCmd(g), newSnapshotCmd(g), newForkCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),
 		newVolumeCmd(g), newDiffCmd(g), newServeCmd(g), newPortForwardCmd(g), newPoolCmd(g),
 	)

@@ -76,6 +76,9 @@ func newRunCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("run takes one IMAGE, got %q: put the command after --", args)
 			}
 			if len(args) == 1 {
+				if opts.FromSnapshot != "" {
+					return fmt.Errorf("--from-snapshot takes no IMAGE (the snapshot's is used), got %q: put the command after --", args[0])
+				}
 				opts.Image = args[0]
 			}
 			opts.Slurm = slurmJob()
@@ -200,6 +203,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.IntVar(&noChange, "no-change-timeout", 0, "bash sessions (and OpenHands' run actions) answer after this many `seconds` without new output, the command still running (default 10; sets NO_CHANGE_TIMEOUT_SECONDS)")
 	f.StringVar(&opts.APIKey, "api-key", "", "require this key (X-Session-API-Key) on the executor API (default: a random key of the sandbox's own, shown by bothy inspect)")
 	f.StringSliceVar(&opts.AddLayers, "layer", nil, "stack these layer tars (bothy diff --export, plain, gzip or zstd) read-only on the image, the last on top (FILE[,FILE...], repeatable)")
+	f.StringVar(&opts.FromSnapshot, "from-snapshot", "", "start on a snapshot's files (bothy snapshot, by name or ID) instead of an image's: its image with the snapshot's layers, and an upper directory of its own")
 	f.StringVar(&pool, "pool", "", "claim a ready sandbox of this pool (bothy pool create) instead of starting one: it gets --name, -e, -w, --label and --api-key; an empty pool starts one cold, and says so")
 	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")

@@ -81,6 +81,11 @@ type Layer struct {
 	// uses Store/<algorithm>/<encoded diff ID> in place as a lower
 	// directory, opened without following a symbolic link.
 	Store string `json:"store,omitempty"`
+	// Snapshot, instead of Blob and Store, is a snapshot's layer
+	// directory (a sandbox's former upper directory, in the caller's
+	// data directory), used in place as a lower directory; DiffID is
+	// empty.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Overlay is an overlay volume: Lower, a host directory, is the read-only

@@ -265,6 +265,10 @@ func mountOverlay(req *ipc.LaunchRequest, target string) error {
 	shared := &sharedLowers{}
 	defer shared.close()
 	for i, l := range req.Layers {
+		if l.Snapshot != "" {
+			lowers[len(lowers)-1-i] = l.Snapshot
+			continue
+		}
 		diffID, err := digest.Parse(l.DiffID)
 		if err != nil {
 			return fmt.Errorf("prepare layer %q: %w", l.DiffID, err)
@@ -288,11 +292,19 @@ func mountOverlay(req *ipc.LaunchRequest, target string) error {
 		// with userxattr too.
 		userxattr = true
 		if rootless(req) && shared.foreign {
-			shim, err := directoryShim(req.LayerCache, req.Layers, lowers)
+			// Over the image's layers, below a snapshot's (which
+			// come last in req.Layers, first in lowers).
+			snaps := 0
+			for _, l := range req.Layers {
+				if l.Snapshot != "" {
+					snaps++
+				}
+			}
+			shim, err := directoryShim(req.LayerCache, req.Layers[:len(req.Layers)-snaps], lowers[snaps:])
 			if err != nil {
 				return err
 			}
-			lowers = append([]string{shim}, lowers...)
+			lowers = slices.Concat(lowers[:snaps], []string{shim}, lowers[snaps:])
 		}
 	}
 	data, dir, err := rootfs.OverlayOptionsIn(lowers, req.Upper, req.Work, userxattr)

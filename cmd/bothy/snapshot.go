@@ -1,0 +1,194 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+func newStartCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "start SANDBOX...",
+		Short: "Start stopped sandboxes again, on their files (a running one is left as it is)",
+		Long: "Start stopped or exited sandboxes again: same ID, name, API key, limits, network,\n" +
+			"volumes, labels and main command, on the same upper directory (every file is there;\n" +
+			"processes start afresh). Published ports keep their host ports when free; one taken\n" +
+			"meanwhile gets another, said on stderr. A running sandbox is left as it is and its\n" +
+			"name printed, as podman start does.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(ref string) error {
+				_, rep, err := m.Start(cmd.Context(), ref)
+				reportStart(cmd, ref, rep)
+				return err
+			})
+		},
+	}
+}
+
+func newRestartCmd(g *globals) *cobra.Command {
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "restart SANDBOX...",
+		Short: "Stop sandboxes and start them again (bothy stop, then bothy start)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(ref string) error {
+				_, rep, err := m.Restart(cmd.Context(), ref, grace)
+				reportStart(cmd, ref, rep)
+				return err
+			})
+		},
+	}
+	cmd.Flags().DurationVarP(&grace, "time", "t", 10*time.Second, "grace period before SIGKILL")
+	return cmd
+}
+
+func reportStart(cmd *cobra.Command, ref string, rep *sandbox.StartReport) {
+	if rep == nil {
+		return
+	}
+	for _, p := range rep.PortsMoved {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: %s: host port taken meanwhile, published again: %s\n", ref, p)
+	}
+}
+
+func newSnapshotCmd(g *globals) *cobra.Command {
+	var (
+		grace     time.Duration
+		noRestart bool
+	)
+	cmd := &cobra.Command{
+		Use:   "snapshot SANDBOX NAME",
+		Short: "Keep a sandbox's files as a named snapshot, to start sandboxes from (bothy run --from-snapshot)",
+		Long: "Keep a sandbox's files as a snapshot named NAME. Its upper directory becomes a read-only\n" +
+			"layer by a rename (no copy: the time does not depend on its size); the sandbox goes on\n" +
+			"on a fresh upper directory above that layer. A running sandbox is frozen, stopped and\n" +
+			"started again: its processes restart (its files are all there, its sessions are new).\n" +
+			"A stopped one stays stopped. See docs/snapshots.md.",
+		Example: `  bothy snapshot box1 after-setup
+  bothy run -d --from-snapshot after-setup --name trial1
+  bothy snapshot ls
+  bothy snapshot rm after-setup`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			s, err := m.TakeSnapshot(cmd.Context(), args[0], sandbox.SnapshotOptions{Name: args[1], Grace: grace, NoRestart: noRestart})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), s.ID)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVarP(&grace, "time", "t", 0, "let its processes end on SIGTERM for this long before they are frozen and killed (default: frozen and killed at once)")
+	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "leave a running sandbox stopped after its snapshot")
+	cmd.AddCommand(newSnapshotLsCmd(g), newSnapshotRmCmd(g))
+	return cmd
+}
+
+func newSnapshotLsCmd(g *globals) *cobra.Command {
+	var format *outputFormat
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List snapshots, with the sandboxes on them",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			all, err := m.ListSnapshots(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if format.value == "json" {
+				if all == nil {
+					all = []*sandbox.Snapshot{}
+				}
+				return writeJSON(cmd.OutOrStdout(), all)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tNAME\tIMAGE\tDEPTH\tUSED BY\tCREATED")
+			for _, s := range all {
+				name := cmp.Or(s.Name, "<fork>")
+				if !s.Complete {
+					name += " (incomplete)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID[:12], name, s.Image, s.Depth,
+					strconv.Itoa(len(s.Users))+" sandboxes, "+strconv.Itoa(len(s.Children))+" snapshots", s.Created.Local().Format(time.DateTime))
+			}
+			return w.Flush()
+		},
+	}
+	format = formatFlag(cmd.Flags(), "table", "json")
+	return cmd
+}
+
+func newSnapshotRmCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm SNAPSHOT...",
+		Short: "Remove snapshots (refused while a sandbox or snapshot is on one)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(ref string) error { return m.RemoveSnapshot(cmd.Context(), ref) })
+		},
+	}
+}
+
+func newForkCmd(g *globals) *cobra.Command {
+	var o sandbox.ForkOptions
+	cmd := &cobra.Command{
+		Use:   "fork SANDBOX",
+		Short: "Start N copies of a sandbox's files (a snapshot without a name, and N sandboxes on it)",
+		Long: "Start N sandboxes on a sandbox's files as they are now, each with its own upper directory,\n" +
+			"API key and sessions, and the parent's configuration (image, limits, network mode,\n" +
+			"environment, working directory, user, main command, labels). The parent's upper\n" +
+			"directory becomes a shared read-only layer by a rename (no copy): the parent is frozen,\n" +
+			"stopped and started again on top of it, so its processes restart; processes are not\n" +
+			"copied into the children. Bind mounts and named volumes are refused unless\n" +
+			"--volumes share; overlay volumes and tmpfs start empty in the children; published\n" +
+			"ports get fresh host ports. Prints the children's IDs.",
+		Example: `  bothy fork box1 -n 8 --name trial`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			m.WarmCgroups()
+			_, children, err := m.Fork(cmd.Context(), args[0], o)
+			for _, c := range children {
+				fmt.Fprintln(cmd.OutOrStdout(), c.ID)
+			}
+			return err
+		},
+	}
+	cmd.Flags().IntVarP(&o.N, "number", "n", 1, "how many children")
+	cmd.Flags().StringVar(&o.NamePrefix, "name", "", "name the children PREFIX-1 … PREFIX-N")
+	cmd.Flags().StringVar(&o.Volumes, "volumes", sandbox.ForkVolumesRefuse, "bind mounts and named volumes: refuse to fork, or share them with the children")
+	cmd.Flags().DurationVarP(&o.Grace, "time", "t", 0, "let the parent's processes end on SIGTERM for this long first (default: frozen and killed at once)")
+	return cmd
+}
