@@ -1,17 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 )
@@ -124,6 +129,57 @@ func TestBuildNetworkFlag(t *testing.T) {
 		if got != tc.want || (n > 0) != (tc.want == "reached") {
 			t.Errorf("bothy %s: the script says %q and the host listener accepted %d connections, want %s",
 				strings.Join(args, " "), got, n, tc.want)
+		}
+	}
+}
+
+// TestBuildBrokenPipe: a build whose output reader has gone (`bothy build
+// 2>&1 | head -1` once head has exited) is not killed by SIGPIPE on its next
+// write: it ends as on Ctrl-C, removing its build sandbox. Then SIGHUP (the
+// terminal closed) ends a build the same way.
+func TestBuildBrokenPipe(t *testing.T) {
+	k := newKillEnv(t, true)
+	setup := filepath.Join(t.TempDir(), "setup.sh")
+	if err := os.WriteFile(setup, []byte("echo started; sleep 0.5; while :; do echo tick; sleep 0.1; done\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, how := range []string{"SIGPIPE", "SIGHUP"} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(k.bin, "build", "--force", "--build-network", "none", "--setup", setup)
+		cmd.Env, cmd.Stdout, cmd.Stderr = k.env, pw, pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		lines := bufio.NewScanner(pr)
+		for lines.Scan() && !strings.Contains(lines.Text(), "started") {
+		}
+		if len(k.list()) != 1 {
+			t.Fatalf("%s: no build sandbox listed while the setup script runs", how)
+		}
+		if how == "SIGPIPE" {
+			pr.Close() // head -1 has exited
+		} else {
+			cmd.Process.Signal(syscall.SIGHUP)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("%s: build still running 2 minutes later", how)
+		}
+		pr.Close()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() {
+			t.Errorf("%s: build killed by %v", how, ee.Sys().(syscall.WaitStatus).Signal())
+		}
+		if left := k.list(); len(left) != 0 {
+			t.Errorf("%s: the build sandbox %s is left (%s)", how, left[0].ID, left[0].Status)
 		}
 	}
 }
