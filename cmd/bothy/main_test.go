@@ -123,8 +123,24 @@ func TestImages(t *testing.T) {
 	if out := c.ok("run", "--rm", "mybox:1", "--", "echo", "imported"); out != "imported\n" {
 		t.Errorf("run on imported image: %q", out)
 	}
+	// Saved and loaded, as an OCI or a docker archive, it keeps its name
+	// (the ref.name annotation, Docker's RepoTags).
+	dir := t.TempDir()
+	c.ok("save", "-q", "mybox:1", filepath.Join(dir, "oci.tar"))
+	c.ok("save", "-q", "mybox:1", "docker-archive:"+filepath.Join(dir, "docker.tar"))
+	for _, archive := range []string{"oci.tar", "docker.tar"} {
+		other := newCLI(t)
+		other.ok("load", filepath.Join(dir, archive))
+		if out := other.ok("run", "--rm", "mybox:1", "--", "echo", "loaded"); out != "loaded\n" {
+			t.Errorf("run on the image loaded from %s: %q", archive, out)
+		}
+	}
 	c.ok("rmi", "mybox:1")
-	if _, errOut, code := c.run("", "run", "--rm", "mybox:1", "--", "true"); code == 0 || !strings.Contains(errOut, "bothy pull") {
+	// A local name is not to be pulled; a short one may be either.
+	if _, errOut, code := c.run("", "run", "--rm", "localhost/mybox:1", "--", "true"); code == 0 || strings.Contains(errOut, "bothy pull") || !strings.Contains(errOut, "bothy images") {
+		t.Errorf("run on a removed local image: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := c.run("", "run", "--rm", "mybox:1", "--", "true"); code == 0 || !strings.Contains(errOut, "no local image localhost/mybox:1") || !strings.Contains(errOut, "bothy pull mybox:1") {
 		t.Errorf("run on a removed image: exit %d, %q", code, errOut)
 	}
 	if out := c.ok("image", "prune"); !strings.HasPrefix(out, "freed ") || strings.HasPrefix(out, "freed 0 B") {

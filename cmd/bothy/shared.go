@@ -25,7 +25,7 @@ var (
 	saveUsage = usage{"save IMAGE FILE|TRANSPORT:DEST",
 		"Write an image to an OCI archive (a bare FILE), or oci:DIR, docker-archive:FILE"}
 	loadUsage = usage{"load ARCHIVE [NAME[:TAG]]",
-		"Load the image in an OCI archive, OCI layout directory or docker archive"}
+		"Load the image in an OCI archive, OCI layout directory or docker archive (named as the archive names it, unless NAME is given)"}
 	buildUsage = usage{"build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
 		"Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash"}
 )
