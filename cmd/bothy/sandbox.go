@@ -126,6 +126,7 @@ func newRunCmd(g *globals) *cobra.Command {
 					return err
 				}
 				warnIgnoredLimits(cmd, sb)
+				warnUnmappedOwners(cmd, sb)
 				warnMissingPlugins(cmd, sb, opts.Plugins)
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
@@ -156,6 +157,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			warnIgnoredLimits(cmd, sb)
+			warnUnmappedOwners(cmd, sb)
 			warnMissingPlugins(cmd, sb, opts.Plugins)
 			var code int
 			var runErr error
@@ -207,6 +209,14 @@ func newRunCmd(g *globals) *cobra.Command {
 	volumes = volumeFlags(f, &opts)
 	addLimitFlags(f, &opts)
 	return cmd
+}
+
+// warnUnmappedOwners says on stderr which overlay volume holds files the
+// sandbox's id mapping cannot represent, which it could not change.
+func warnUnmappedOwners(cmd *cobra.Command, sb *sandbox.Sandbox) {
+	if err := sb.CheckVolumeOwners(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s: %v\n", sb.ShortID(), err)
+	}
 }
 
 // warnMissingPlugins says on stderr which enabled plugins the sandbox's
