@@ -256,7 +256,7 @@ func newExecCmd(g *globals) *cobra.Command {
 			}
 			var code int
 			if tty {
-				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, timeout: timeout, interactive: stdin})
+				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, user: user, timeout: timeout, interactive: stdin})
 			} else {
 				code, err = streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir, user)
 			}
