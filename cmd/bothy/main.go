@@ -108,7 +108,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
 		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g), newTopCmd(g),
-		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),
+		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newTagCmd(g), newImageCmd(g),
 		newVolumeCmd(g), newDiffCmd(g), newServeCmd(g), newPortForwardCmd(g), newPoolCmd(g),
 	)
 	root.AddCommand(newBuildCmd(g), newPushCmd(g), newSaveCmd(g), newLoadCmd(g))

@@ -20,6 +20,10 @@ type SaveOptions struct {
 	TLSVerify *bool
 	// Progress receives human-readable progress; nil is quiet.
 	Progress io.Writer
+	// Name is the name the caller gave the image by, when ref is its
+	// digest: an archive destination that names no image gets it (see
+	// namedArchive).
+	Name string
 }
 
 // Save copies the image ref resolves to out of the store to dest, which must
@@ -40,7 +44,11 @@ func Save(ctx context.Context, s *oci.Store, ref, dest string, opts SaveOptions)
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
-	destRef, err := ParseReference(namedArchive(dest, ref, img))
+	given := ref
+	if opts.Name != "" {
+		given = opts.Name
+	}
+	destRef, err := ParseReference(namedArchive(dest, given, img))
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
