@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -74,6 +75,26 @@ func TestPackageDocs(t *testing.T) {
 			}
 		default:
 			t.Errorf("%s: %d files have a package doc comment (%s): keep one", dir, len(p.docs), strings.Join(slices.Sorted(maps.Keys(p.docs)), ", "))
+		}
+	}
+}
+
+// TestOperatorDocsCurrent: docs/operator.md describes subordinate-id
+// ranges as supported (they are: userns.MapSubID), with no "not yet" left
+// beside them, as an earlier version had.
+func TestOperatorDocsCurrent(t *testing.T) {
+	b, err := os.ReadFile("docs/operator.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if !strings.Contains(doc, "/etc/subuid") || !strings.Contains(doc, "newuidmap") {
+		t.Error("docs/operator.md does not say how subordinate ids are set up")
+	}
+	for _, para := range strings.Split(doc, "\n\n") {
+		p := strings.ToLower(para)
+		if strings.Contains(p, "not yet") && strings.Contains(p, "subordinate") {
+			t.Errorf("docs/operator.md says subordinate ids are not yet supported:\n%s", para)
 		}
 	}
 }

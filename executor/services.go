@@ -3,6 +3,7 @@ package executor
 import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/editorserver"
+	"github.com/bothy-sandbox/bothy/executor/files"
 	"github.com/bothy-sandbox/bothy/executor/fileserver"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/info"
@@ -66,15 +67,21 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 	s.ptys = ptys.New(ptys.Options{
 		Env: o.Env, Shell: o.Shell, MaxPtys: ptys.DefaultMaxPtys, MaxFinished: o.MaxFinished,
 		MaxRetained: o.MaxRetained, WaitDelay: o.WaitDelay, Reaper: r, Bodies: bodies, Log: o.Logger,
+		User: o.User, LookupUser: o.LookupUser,
 	})
 	s.sessions = sessions.New(sessions.Options{
 		Cwd: o.Cwd, Env: o.Env, NoChangeTimeout: o.NoChangeTimeout, MaxSessions: o.MaxSessions,
 		Reaper: r, Bodies: bodies, Cgroup: o.Cgroup, User: o.User,
 	})
-	s.files = fileserver.New(fileserver.Options{MaxUpload: o.MaxUpload, Bodies: bodies, Log: o.Logger})
-	s.editor = editorserver.New(o.Cwd, bodies)
+	// Files the API creates are the default user's, as its processes'.
+	var owner *files.Owner
+	if o.User != nil {
+		owner = &files.Owner{UID: int(o.User.UID), GID: int(o.User.GID)}
+	}
+	s.files = fileserver.New(fileserver.Options{MaxUpload: o.MaxUpload, Bodies: bodies, Log: o.Logger, Owner: owner, LookupUser: o.LookupUser})
+	s.editor = editorserver.New(o.Cwd, bodies, owner)
 	s.openhands = openhands.New(openhands.Options{
-		Cwd: o.Cwd, MaxUpload: o.MaxUpload, Bodies: bodies, Log: o.Logger,
+		Cwd: o.Cwd, MaxUpload: o.MaxUpload, Owner: owner, Bodies: bodies, Log: o.Logger,
 		Sessions: s.sessions, Editor: s.editor, Downloads: s.files, Plugins: s.plugins,
 	})
 	s.ports = ports.New(ports.Options{})

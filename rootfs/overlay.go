@@ -50,6 +50,25 @@ func checkOverlayPath(what, p string) error {
 	return nil
 }
 
+// DedupLowers returns lowers (top-most first) with each directory listed
+// once, where it is top-most. An image may list the same layer twice
+// ([A, B, A]); overlayfs refuses a lower directory given twice ("too many
+// levels of symbolic links"). Keeping the top-most copy gives the same
+// tree: what the lower copy adds is what the upper one adds, and its
+// whiteouts and opaque directories hide only layers under it, which the
+// upper copy's hide too.
+func DedupLowers(lowers []string) []string {
+	out := make([]string, 0, len(lowers))
+	seen := make(map[string]bool, len(lowers))
+	for _, l := range lowers {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 func overlayData(lowers []string, upper, work string, rootless bool) (string, error) {
 	if len(lowers) == 0 {
 		return "", fmt.Errorf("%w: no lower layer", ErrInvalidOverlay)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -345,4 +346,13 @@ func unescapeOverlay(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// TestDedupLowers: a lower directory listed twice is kept where it is
+// top-most (first), the order of the others unchanged.
+func TestDedupLowers(t *testing.T) {
+	got := DedupLowers([]string{"/c", "/a", "/b", "/a", "/c", "/d"})
+	if want := []string{"/c", "/a", "/b", "/d"}; !slices.Equal(got, want) {
+		t.Errorf("DedupLowers: %q, want %q", got, want)
+	}
 }

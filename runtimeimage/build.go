@@ -234,7 +234,9 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	}
 	b.logf("building from %s (%s)", baseName, base.Digest)
 	b.res.Path = PathScratch
-	return b.buildOn(ctx, base, false, baseName, base, []string{src, lockName, versioned})
+	// A base that is itself a runtime image has its executor layer
+	// replaced, not a second one stacked on it.
+	return b.buildOn(ctx, base, isRuntimeImage(base), baseName, base, []string{src, lockName, versioned})
 }
 
 func (b *builder) done(img *oci.Image) *Result {
@@ -282,6 +284,17 @@ func (b *builder) runtimeImage(ctx context.Context, name string) *oci.Image {
 	}
 	return img
 }
+
+// isRuntimeImage reports whether img is a runtime image of any version:
+// its top layer is the executor layer bothy build put there.
+func isRuntimeImage(img *oci.Image) bool {
+	h := img.Config.History
+	return img.Config.Config.Labels[LabelVersion] != "" && len(img.Layers) >= 2 &&
+		len(h) > 0 && strings.HasPrefix(h[len(h)-1].CreatedBy, executorHistoryPrefix)
+}
+
+// executorHistoryPrefix starts the history entry of an executor layer.
+const executorHistoryPrefix = "bothy build: executor "
 
 // swapExecutor replaces the runtime image img's top layer with the current
 // executor and names the result.
@@ -367,7 +380,7 @@ func (b *builder) commit(ctx context.Context, comp *oci.Composer, cfg v1.Image, 
 }
 
 func (b *builder) executorHistory() v1.History {
-	return v1.History{Created: &b.epoch, CreatedBy: "bothy build: executor sha256:" + b.execSum}
+	return v1.History{Created: &b.epoch, CreatedBy: executorHistoryPrefix + "sha256:" + b.execSum}
 }
 
 // runSteps starts a build sandbox of img with the build's network, runs the

@@ -143,5 +143,5 @@ func (m *Manager) rootfsLowers(sb *Sandbox) ([]string, error) {
 		}
 		lowers[len(lowers)-1-i] = filepath.Join(req.LayerCache, diffID.Algorithm().String(), diffID.Encoded())
 	}
-	return lowers, nil
+	return rootfs.DedupLowers(lowers), nil
 }

@@ -253,7 +253,7 @@ func (m *Manager) image(ctx context.Context, ref string) (img *oci.Image, from *
 		}
 	}
 	if ref != "" {
-		return nil, nil, fmt.Errorf("image %s not found: pull it first with `bothy pull %s`: %w", ref, ref, err)
+		return nil, nil, fmt.Errorf("image %s not found: %s: %w", ref, notFoundHint(ref), err)
 	}
 	if m.opts.DefaultArchive == "" {
 		return nil, nil, errors.New("the default image archive (default-image.oci.tar) is not installed beside bothy: run `make build` or set BOTHY_DEFAULT_IMAGE, or name an image")
@@ -414,4 +414,22 @@ func writeEtc(dir string, files map[string]string) error {
 // joinNonEmpty joins the non-empty strings with sep.
 func joinNonEmpty(sep string, list ...string) string {
 	return strings.Join(slices.DeleteFunc(list, func(s string) bool { return s == "" }), sep)
+}
+
+// notFoundHint says what to do about an image name not in any store: a
+// local name (localhost/…, as import, load, tag and build make them) cannot
+// be pulled; a name without a registry may be either.
+func notFoundHint(ref string) string {
+	remote, err := oci.NormalizeName(ref)
+	if err != nil {
+		return "`bothy images` lists the images there are"
+	}
+	local, _ := oci.NormalizeLocalName(ref)
+	if strings.HasPrefix(remote, "localhost/") {
+		return "a local name (bothy import, load, tag and build make them): `bothy images` lists the images there are"
+	}
+	if local != remote {
+		return fmt.Sprintf("there is no local image %s (`bothy images` lists them); to fetch %s, `bothy pull %s`", local, remote, ref)
+	}
+	return fmt.Sprintf("pull it first with `bothy pull %s`", ref)
 }

@@ -20,9 +20,15 @@ other a host path. As docker cp: a file goes to DST, or into DST when DST
 is an existing directory; a directory is copied to DST, or into DST when it
 exists; SRC ending in /. copies a directory's contents. Symlinks inside a
 directory are copied as links, except those leading out of the directory
-copied to the host, which are skipped.`,
+copied to the host, which are skipped.
+As docker cp, - for the host side is a tar stream: bothy cp SANDBOX:PATH -
+writes PATH as a tar archive to stdout (a directory under its own name,
+its contents alone for PATH ending in /.), bothy cp - SANDBOX:DIR unpacks
+a tar archive (plain or compressed) from stdin into DIR, in the sandbox.`,
 		Example: `  bothy cp ./src box1:/workspace
-  bothy cp box1:/workspace/out.log .`,
+  bothy cp box1:/workspace/out.log .
+  bothy cp box1:/workspace - | tar -t
+  tar -c -C ./src . | bothy cp - box1:/workspace`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			srcRef, srcPath, srcRemote := splitSandboxPath(args[0])
@@ -48,9 +54,14 @@ copied to the host, which are skipped.`,
 			c := sb.Client()
 			defer c.Close()
 			var res *client.CopyResult
-			if dstRemote {
+			switch {
+			case dstRemote && srcPath == "-":
+				res, err = c.CopyToTar(cmd.Context(), cmd.InOrStdin(), dstPath)
+			case dstRemote:
 				res, err = c.CopyTo(cmd.Context(), srcPath, dstPath)
-			} else {
+			case dstPath == "-":
+				res, err = c.CopyFromTar(cmd.Context(), srcPath, cmd.OutOrStdout())
+			default:
 				res, err = c.CopyFrom(cmd.Context(), srcPath, dstPath)
 			}
 			if err != nil {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +54,65 @@ func TestCp(t *testing.T) {
 	c.ok("cp", "cpbox:/tmp/proj/sub/data.txt", filepath.Join(back, "data.copy"))
 	if b, _ := os.ReadFile(filepath.Join(back, "data.copy")); string(b) != "data\n" {
 		t.Errorf("file copied out: %q", b)
+	}
+
+	// "-" is a tar stream, as in docker cp: out to stdout...
+	entries := func(tarball string) map[string]string {
+		got := map[string]string{}
+		tr := tar.NewReader(strings.NewReader(tarball))
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				if err != io.EOF {
+					t.Errorf("tar from cp: %v", err)
+				}
+				return got
+			}
+			b, _ := io.ReadAll(tr)
+			got[h.Name] = fmt.Sprintf("%c %o %s%s", h.Typeflag, h.Mode&0o7777, b, h.Linkname)
+		}
+	}
+	want := map[string]string{
+		"proj/": "5 755 ", "proj/run.sh": "0 755 #!/bin/sh\necho ran\n", "proj/sub/": "5 755 ",
+		"proj/sub/data.txt": "0 600 data\n", "proj/link": "2 777 sub/data.txt",
+	}
+	if got := entries(c.ok("cp", "cpbox:/tmp/proj", "-")); !maps.Equal(got, want) {
+		t.Errorf("cp SB:DIR -: %q, want %q", got, want)
+	}
+	if got := entries(c.ok("cp", "cpbox:/tmp/proj/sub/.", "-")); !maps.Equal(got, map[string]string{"data.txt": "0 600 data\n"}) {
+		t.Errorf("cp SB:DIR/. -: %q", got)
+	}
+	if got := entries(c.ok("cp", "cpbox:/tmp/renamed.sh", "-")); !maps.Equal(got, map[string]string{"renamed.sh": "0 755 #!/bin/sh\necho ran\n"}) {
+		t.Errorf("cp SB:FILE -: %q", got)
+	}
+	if _, err := os.Lstat("-"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cp SB:PATH - wrote a host file named -: %v", err)
+	}
+	// ... and in from stdin, unpacked in the sandbox.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	tw.WriteHeader(&tar.Header{Name: "in/", Typeflag: tar.TypeDir, Mode: 0o750})
+	tw.WriteHeader(&tar.Header{Name: "in/f.txt", Typeflag: tar.TypeReg, Mode: 0o640, Size: 3})
+	tw.Write([]byte("tar"))
+	tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o640})
+	tw.Close()
+	if _, errOut, code := c.run(tb.String(), "cp", "-", "cpbox:/tmp/fromtar"); code == 0 || !strings.Contains(errOut, "escape") {
+		t.Errorf("cp - of a tar with ../escape: exit %d %q", code, errOut)
+	}
+	tb.Reset()
+	tw = tar.NewWriter(&tb)
+	tw.WriteHeader(&tar.Header{Name: "in/", Typeflag: tar.TypeDir, Mode: 0o750})
+	tw.WriteHeader(&tar.Header{Name: "in/f.txt", Typeflag: tar.TypeReg, Mode: 0o640, Size: 3})
+	tw.Write([]byte("tar"))
+	tw.Close()
+	if _, errOut, code := c.run(tb.String(), "cp", "-", "cpbox:/tmp/fromtar"); code != 0 {
+		t.Fatalf("cp - SB:DIR: exit %d %q", code, errOut)
+	}
+	if out := c.ok("exec", "cpbox", "--", "sh", "-c", "cat /tmp/fromtar/in/f.txt; stat -c %a /tmp/fromtar/in /tmp/fromtar/in/f.txt"); out != "tar750\n640\n" {
+		t.Errorf("cp - SB:DIR: %q", out)
+	}
+	if _, err := os.Lstat("-"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cp - read a host file named -: %v", err)
 	}
 
 	for _, tc := range []struct {

@@ -99,7 +99,8 @@ func newImagesCmd(g *globals) *cobra.Command {
 }
 
 func newRmiCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var force, ignore bool
+	cmd := &cobra.Command{
 		Use:   "rmi IMAGE...",
 		Short: "Remove image names (blobs go with bothy image prune)",
 		Args:  cobra.MinimumNArgs(1),
@@ -108,7 +109,30 @@ func newRmiCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, func(ref string) error { return s.Remove(cmd.Context(), ref) })
+			return eachRef(cmd, args, ignoreMissing(ignore, oci.ErrNotFound, func(ref string) error { return s.Remove(cmd.Context(), ref) }))
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "accepted for podman's and docker's habit; rmi never refuses: sandboxes keep the layers they run on")
+	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore images that do not exist")
+	return cmd
+}
+
+func newTagCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tag IMAGE NAME[:TAG]...",
+		Short: "Give an image more names (a name without a registry is local: localhost/NAME)",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store()
+			if err != nil {
+				return err
+			}
+			for _, name := range args[1:] {
+				if err := s.Tag(cmd.Context(), args[0], name); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 }
@@ -168,7 +192,7 @@ sandboxes use its layers in place as overlay lower directories. See docs/slurm.m
 		},
 	}
 	export.Flags().StringVar(&store, "store", "", "the shared image store's directory")
-	cmd.AddCommand(prune, ls, rm, newPullCmd(g), newImportCmd(g), export)
+	cmd.AddCommand(prune, ls, rm, newTagCmd(g), newPullCmd(g), newImportCmd(g), export)
 	return cmd
 }
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -116,22 +117,42 @@ func newPushCmd(g *globals) *cobra.Command {
 }
 
 func newSaveCmd(g *globals) *cobra.Command {
-	var tf transferFlags
+	var (
+		tf     transferFlags
+		output string
+		format *outputFormat
+	)
 	cmd := &cobra.Command{
 		Use:   saveUsage.use,
 		Short: saveUsage.short,
 		Example: `  bothy save bothy-runtime:v0.1.0_bothy-default_t_latest /shared/runtime.tar
+  bothy save -o /tmp/busybox.tar --format docker-archive busybox
   bothy save busybox docker-archive:/tmp/busybox.tar:busybox:latest`,
-		Args: cobra.ExactArgs(2),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dest := args[1]
+			var dest string
+			switch {
+			case len(args) == 2 && output != "":
+				return errors.New("give the destination once: as -o FILE or after the image")
+			case len(args) == 2:
+				dest = args[1]
+			case output != "":
+				dest = output
+			default:
+				return errors.New("no destination: give -o FILE or FILE after the image (bothy save does not write to stdout)")
+			}
 			if !hasTransport(dest) {
-				dest = "oci-archive:" + dest
+				dest = map[string]string{"oci-archive": "oci-archive:", "oci-dir": "oci:", "docker-archive": "docker-archive:"}[format.value] + dest
+			} else if cmd.Flags().Changed("format") {
+				return fmt.Errorf("--format and a transport (%s) together: give one", dest)
 			}
 			return saveImage(cmd, g, args[0], dest, &tf)
 		},
 	}
-	tf.add(cmd.Flags(), nil, "")
+	f := cmd.Flags()
+	f.StringVarP(&output, "output", "o", "", "write to this file (or directory, for --format oci-dir)")
+	format = formatFlag(f, "oci-archive", "oci-dir", "docker-archive")
+	tf.add(f, nil, "")
 	return cmd
 }
 
@@ -140,7 +161,7 @@ func saveImage(cmd *cobra.Command, g *globals, ref, dest string, tf *transferFla
 	if err != nil {
 		return err
 	}
-	opts := transfer.SaveOptions{AuthFile: tf.authFile, TLSVerify: tf.verify(cmd), Progress: tf.progress(cmd)}
+	opts := transfer.SaveOptions{AuthFile: tf.authFile, TLSVerify: tf.verify(cmd), Progress: tf.progress(cmd), Name: ref}
 	img, err := s.Resolve(cmd.Context(), ref)
 	if err != nil {
 		return err
@@ -153,11 +174,21 @@ func saveImage(cmd *cobra.Command, g *globals, ref, dest string, tf *transferFla
 }
 
 func newLoadCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var (
+		input string
+		quiet bool
+	)
+	cmd := &cobra.Command{
 		Use:   loadUsage.use,
 		Short: loadUsage.short,
-		Args:  cobra.RangeArgs(1, 2),
+		Args:  cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if input != "" {
+				args = append([]string{input}, args...)
+			}
+			if len(args) == 0 || len(args) > 2 {
+				return errors.New("give one ARCHIVE (or -i ARCHIVE) and at most a NAME (bothy load does not read stdin)")
+			}
 			s, err := g.store()
 			if err != nil {
 				return err
@@ -170,10 +201,15 @@ func newLoadCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+			if !quiet {
+				fmt.Fprintln(cmd.OutOrStdout(), img.Digest)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&input, "input", "i", "", "the archive to load (as podman load -i)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing (default: the image's digest)")
+	return cmd
 }
 
 func newBuildCmd(g *globals) *cobra.Command {

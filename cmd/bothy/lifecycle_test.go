@@ -70,6 +70,15 @@ func TestDockerHabits(t *testing.T) {
 	if _, errOut, code := c.run("", "logs", "--tail", "x", "site"); code == 0 || !strings.Contains(errOut, "--tail") {
 		t.Errorf("logs --tail x: %d %q", code, errOut)
 	}
+	// run -d -- CMD: its output is the main process's, in bothy logs
+	// (stdout on stdout, stderr on stderr), after it has exited too.
+	c.ok("run", "-d", "--name", "job", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 3")
+	if out := c.ok("wait", "job"); out != "3\n" {
+		t.Errorf("wait job: %q", out)
+	}
+	if out, errOut, code := c.run("", "logs", "job"); code != 0 || out != "to-stdout\n" || errOut != "to-stderr\n" {
+		t.Errorf("logs of run -d -- CMD: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 }
 
 func validTime(s string) bool {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
@@ -50,7 +51,10 @@ func main() {
 	// bothy is also its network helpers' watcher and rule installer
 	// (package network's re-executions, /proc/self/exe).
 	ipc.Dispatch()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	// Not stopped before exit: bothy's last words to a broken stderr
+	// must not end it by SIGPIPE either.
+	ctx = cancelOnBrokenOutput(ctx)
 	err := newRoot().ExecuteContext(ctx)
 	stop()
 	var ee exitError
@@ -61,6 +65,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bothy:", err)
 		os.Exit(1)
 	}
+}
+
+// cancelOnBrokenOutput returns a context cancelled when a write to a
+// broken stdout or stderr raises SIGPIPE (`bothy build | head -1` once head
+// has exited). Go's default would end bothy there and then, leaving what the
+// command started (a build sandbox) behind; cancelled, the command removes
+// it as on Ctrl-C. A SIGPIPE from any other pipe or socket (whose write
+// returns EPIPE anyway) cancels nothing.
+func cancelOnBrokenOutput(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGPIPE)
+	go func() {
+		for range sigs {
+			if brokenPipe(1) || brokenPipe(2) {
+				cancel()
+			}
+		}
+	}()
+	return ctx
+}
+
+// brokenPipe reports whether fd is a pipe or socket whose reading end is
+// gone (poll says POLLERR or POLLHUP for its write end).
+func brokenPipe(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 1 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
 }
 
 func newRoot() *cobra.Command {
@@ -77,7 +109,7 @@ func newRoot() *cobra.Command {
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
 		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g), newTopCmd(g), newCommitCmd(g),
 		newStartCmd(g), newRestartCmd(g), newSnapshotCmd(g), newForkCmd(g),
-		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newImageCmd(g),
+		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newTagCmd(g), newImageCmd(g),
 		newVolumeCmd(g), newDiffCmd(g), newServeCmd(g), newPortForwardCmd(g), newPoolCmd(g),
 	)
 	root.AddCommand(newBuildCmd(g), newPushCmd(g), newSaveCmd(g), newLoadCmd(g))

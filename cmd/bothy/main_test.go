@@ -123,8 +123,24 @@ func TestImages(t *testing.T) {
 	if out := c.ok("run", "--rm", "mybox:1", "--", "echo", "imported"); out != "imported\n" {
 		t.Errorf("run on imported image: %q", out)
 	}
+	// Saved and loaded, as an OCI or a docker archive, it keeps its name
+	// (the ref.name annotation, Docker's RepoTags).
+	dir := t.TempDir()
+	c.ok("save", "-q", "mybox:1", filepath.Join(dir, "oci.tar"))
+	c.ok("save", "-q", "mybox:1", "docker-archive:"+filepath.Join(dir, "docker.tar"))
+	for _, archive := range []string{"oci.tar", "docker.tar"} {
+		other := newCLI(t)
+		other.ok("load", filepath.Join(dir, archive))
+		if out := other.ok("run", "--rm", "mybox:1", "--", "echo", "loaded"); out != "loaded\n" {
+			t.Errorf("run on the image loaded from %s: %q", archive, out)
+		}
+	}
 	c.ok("rmi", "mybox:1")
-	if _, errOut, code := c.run("", "run", "--rm", "mybox:1", "--", "true"); code == 0 || !strings.Contains(errOut, "bothy pull") {
+	// A local name is not to be pulled; a short one may be either.
+	if _, errOut, code := c.run("", "run", "--rm", "localhost/mybox:1", "--", "true"); code == 0 || strings.Contains(errOut, "bothy pull") || !strings.Contains(errOut, "bothy images") {
+		t.Errorf("run on a removed local image: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := c.run("", "run", "--rm", "mybox:1", "--", "true"); code == 0 || !strings.Contains(errOut, "no local image localhost/mybox:1") || !strings.Contains(errOut, "bothy pull mybox:1") {
 		t.Errorf("run on a removed image: exit %d, %q", code, errOut)
 	}
 	if out := c.ok("image", "prune"); !strings.HasPrefix(out, "freed ") || strings.HasPrefix(out, "freed 0 B") {
@@ -337,5 +353,48 @@ func TestParallelProcesses(t *testing.T) {
 	var imgs []json.RawMessage
 	if err := json.Unmarshal([]byte(c.ok("images", "--format", "json")), &imgs); err != nil || len(imgs) != 1 {
 		t.Errorf("store after %d parallel pulls: %d images (%v)", n, len(imgs), err)
+	}
+}
+
+// TestPodmanFlags: what bothy shares with podman means what podman's does:
+// tag; save -o with --format; load -i and -q; rmi -f and -i; stop -t in
+// whole seconds (or a duration) and -i; rm -i.
+func TestPodmanFlags(t *testing.T) {
+	c := newCLI(t)
+	c.ok("pull", "-q", "oci-archive:"+testenv.BusyboxArchive(t))
+	c.ok("tag", "busybox:latest", "mine:1", "example.org/team/mine:2")
+	if table := c.ok("images"); !strings.Contains(table, "localhost/mine") || !strings.Contains(table, "example.org/team/mine") {
+		t.Errorf("images after tag:\n%s", table)
+	}
+	archive := filepath.Join(t.TempDir(), "d.tar")
+	c.ok("save", "-q", "-o", archive, "--format", "docker-archive", "mine:1")
+	if out, err := exec.Command("tar", "-tf", archive).Output(); err != nil || !strings.Contains(string(out), "manifest.json") {
+		t.Errorf("save --format docker-archive: %v %q", err, out)
+	}
+	other := newCLI(t)
+	if out := other.ok("load", "-q", "-i", archive); out != "" {
+		t.Errorf("load -q printed %q", out)
+	}
+	other.ok("run", "--rm", "mine:1", "--", "true")
+	c.ok("rmi", "-f", "example.org/team/mine:2")
+	if _, _, code := c.run("", "rmi", "nosuch:1"); code == 0 {
+		t.Error("rmi of a missing image succeeded")
+	}
+	if out, errOut, code := c.run("", "rmi", "-i", "nosuch:1", "mine:1"); code != 0 || out != "mine:1\n" || errOut != "" {
+		t.Errorf("rmi -i: exit %d %q %q", code, out, errOut)
+	}
+	c.ok("run", "-d", "--name", "s1")
+	if _, errOut, code := c.run("", "stop", "-t", "soon", "s1"); code == 0 || !strings.Contains(errOut, "whole seconds") {
+		t.Errorf("stop -t soon: exit %d %q", code, errOut)
+	}
+	c.ok("stop", "-t", "1", "s1")
+	if out, errOut, code := c.run("", "stop", "-i", "-t", "500ms", "nosuch", "s1"); code != 0 || out != "s1\n" || errOut != "" {
+		t.Errorf("stop -i: exit %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code := c.run("", "rm", "-i", "nosuch", "s1"); code != 0 || out != "s1\n" || errOut != "" {
+		t.Errorf("rm -i: exit %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := c.run("", "rm", "nosuch"); code == 0 || !strings.Contains(errOut, "no such sandbox") {
+		t.Errorf("rm of a missing sandbox: exit %d %q", code, errOut)
 	}
 }

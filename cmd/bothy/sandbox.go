@@ -133,6 +133,7 @@ func newRunCmd(g *globals) *cobra.Command {
 					return err
 				}
 				warnIgnoredLimits(cmd, sb)
+				warnUnmappedOwners(cmd, sb)
 				warnMissingPlugins(cmd, sb, opts.Plugins)
 				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 				return nil
@@ -163,6 +164,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			warnIgnoredLimits(cmd, sb)
+			warnUnmappedOwners(cmd, sb)
 			warnMissingPlugins(cmd, sb, opts.Plugins)
 			var code int
 			var runErr error
@@ -218,6 +220,14 @@ func newRunCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// warnUnmappedOwners says on stderr which overlay volume holds files the
+// sandbox's id mapping cannot represent, which it could not change.
+func warnUnmappedOwners(cmd *cobra.Command, sb *sandbox.Sandbox) {
+	if err := sb.CheckVolumeOwners(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: sandbox %s: %v\n", sb.ShortID(), err)
+	}
+}
+
 // warnMissingPlugins says on stderr which enabled plugins the sandbox's
 // image lacks the dependencies of: they answer that they are unavailable.
 func warnMissingPlugins(cmd *cobra.Command, sb *sandbox.Sandbox, names []string) {
@@ -255,7 +265,7 @@ func newExecCmd(g *globals) *cobra.Command {
 			}
 			var code int
 			if tty {
-				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, timeout: timeout, interactive: stdin})
+				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, user: user, timeout: timeout, interactive: stdin})
 			} else {
 				code, err = streamCommandEnv(cmd, sb, args[1:], stdin, timeout, env, workdir, user)
 			}
@@ -521,7 +531,8 @@ one a line (what a client on the host connects to).`,
 }
 
 func newStopCmd(g *globals) *cobra.Command {
-	var grace time.Duration
+	grace := seconds(10 * time.Second)
+	var ignore bool
 	cmd := &cobra.Command{
 		Use:   "stop SANDBOX...",
 		Short: "Stop sandboxes (SIGTERM to the executor, SIGKILL after --time)",
@@ -531,15 +542,49 @@ func newStopCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, func(ref string) error { return m.Stop(cmd.Context(), ref, grace) })
+			return eachRef(cmd, args, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error {
+				return m.Stop(cmd.Context(), ref, time.Duration(grace))
+			}))
 		},
 	}
-	cmd.Flags().DurationVarP(&grace, "time", "t", 10*time.Second, "grace period before SIGKILL")
+	cmd.Flags().VarP(&grace, "time", "t", "seconds to wait for the sandbox to stop before SIGKILL (or a duration: 500ms)")
+	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore sandboxes that do not exist")
 	return cmd
 }
 
+// seconds is a --time value: whole seconds as podman's (-t 5), or a Go
+// duration (-t 500ms).
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+func (s *seconds) Type() string   { return "seconds" }
+func (s *seconds) Set(v string) error {
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		*s = seconds(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want whole seconds (10) or a duration (500ms), not %q", v)
+	}
+	*s = seconds(d)
+	return nil
+}
+
+// ignoreMissing makes fn succeed, printing nothing, for a ref that names
+// nothing (errors.Is notFound) when ignore is set (-i, --ignore).
+func ignoreMissing(ignore bool, notFound error, fn func(string) error) func(string) error {
+	return func(ref string) error {
+		err := fn(ref)
+		if ignore && errors.Is(err, notFound) {
+			return errSkip
+		}
+		return err
+	}
+}
+
 func newRmCmd(g *globals) *cobra.Command {
-	var force bool
+	var force, ignore bool
 	cmd := &cobra.Command{
 		Use:   "rm [-f] SANDBOX...",
 		Short: "Remove sandboxes: processes, cgroups, overlay directories, state",
@@ -549,10 +594,11 @@ func newRmCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, func(ref string) error { return m.Remove(cmd.Context(), ref, force) })
+			return eachRef(cmd, args, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error { return m.Remove(cmd.Context(), ref, force) }))
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "kill a running or half-created sandbox first")
+	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore sandboxes that do not exist")
 	return cmd
 }
 
@@ -591,7 +637,9 @@ func newPruneCmd(g *globals) *cobra.Command {
 func eachRef(cmd *cobra.Command, refs []string, fn func(string) error) error {
 	failed := 0
 	for _, ref := range refs {
-		if err := fn(ref); err != nil {
+		if err := fn(ref); errors.Is(err, errSkip) {
+			continue
+		} else if err != nil {
 			fmt.Fprintln(cmd.ErrOrStderr(), "bothy:", err)
 			failed++
 			continue
@@ -603,6 +651,9 @@ func eachRef(cmd *cobra.Command, refs []string, fn func(string) error) error {
 	}
 	return nil
 }
+
+// errSkip from eachRef's fn skips a ref silently.
+var errSkip = errors.New("skipped")
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -22,10 +22,10 @@ var (
 		"Pull an image (docker://, oci:, oci-archive:, docker-archive:; a bare name means docker://)"}
 	pushUsage = usage{"push IMAGE DEST",
 		"Copy an image to a registry (a bare DEST means docker://) or any transport: oci-archive:, oci:, docker-archive:"}
-	saveUsage = usage{"save IMAGE FILE|TRANSPORT:DEST",
+	saveUsage = usage{"save [-o FILE] [--format oci-archive|oci-dir|docker-archive] IMAGE [FILE|TRANSPORT:DEST]",
 		"Write an image to an OCI archive (a bare FILE), or oci:DIR, docker-archive:FILE"}
-	loadUsage = usage{"load ARCHIVE [NAME[:TAG]]",
-		"Load the image in an OCI archive, OCI layout directory or docker archive"}
+	loadUsage = usage{"load [-i] ARCHIVE [NAME[:TAG]]",
+		"Load the image in an OCI archive, OCI layout directory or docker archive (named as the archive names it, unless NAME is given)"}
 	buildUsage = usage{"build [--base IMAGE] [--plugins jupyter,browser,vscode] [--setup FILE]",
 		"Build a runtime image: base + plugin dependencies + setup script + executor, tagged by content hash"}
 )

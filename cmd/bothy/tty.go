@@ -35,6 +35,7 @@ type ttyRequest struct {
 	argv        []string // empty: the sandbox's shell
 	env         []string
 	workdir     string
+	user        string // NAME|UID[:GROUP|GID]; empty: the sandbox's user
 	timeout     float64
 	interactive bool // -i: forward the keyboard, in raw mode
 }
@@ -70,7 +71,7 @@ func terminalCommand(cmd *cobra.Command, sb *sandbox.Sandbox, r ttyRequest) (int
 			break
 		}
 	}
-	req := api.PtyRequest{Argv: r.argv, Cwd: r.workdir, Env: envMap(r.env)}
+	req := api.PtyRequest{Argv: r.argv, Cwd: r.workdir, User: r.user, Env: envMap(r.env)}
 	if t := os.Getenv("TERM"); t != "" {
 		if req.Env == nil {
 			req.Env = map[string]string{}

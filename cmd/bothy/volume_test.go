@@ -113,3 +113,30 @@ func TestDiffCommand(t *testing.T) {
 		t.Errorf("diff of a missing sandbox: %d %q", code, errOut)
 	}
 }
+
+// TestOverlayUnmappedOwner: an overlay volume over host files whose owner
+// the sandbox's id mapping cannot represent (/var's, root's, in a rootless
+// sandbox) is run with a warning that names a path, its ids, the mapping
+// and what to do; the write it warns of fails with EOVERFLOW. As root (real
+// ids) there is no warning and the write works.
+func TestOverlayUnmappedOwner(t *testing.T) {
+	c := newCLI(t)
+	out, errOut, code := c.run("", "run", "--rm", "-v", "/var:/v:overlay", "--", "sh", "-c", "touch /v/tmp/bothy-overlay-probe && echo written")
+	if os.Geteuid() == 0 {
+		if code != 0 || out != "written\n" || strings.Contains(errOut, "warning") {
+			t.Errorf("root: exit %d, %q, %q", code, out, errOut)
+		}
+	} else {
+		for _, want := range []string{"warning", `overlay volume "/var:/v:overlay"`, "/var/", "is owned by uid 0 gid 0", "user namespace (uids host ", "Value too large for defined data type", "chown", "bind volume"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("rootless: stderr lacks %q:\n%s", want, errOut)
+			}
+		}
+		if code == 0 || !strings.Contains(errOut, "touch: /v/tmp/bothy-overlay-probe: Value too large for defined data type") {
+			t.Errorf("rootless: the write: exit %d, %q, %q", code, out, errOut)
+		}
+	}
+	if _, err := os.Lstat("/var/tmp/bothy-overlay-probe"); err == nil {
+		t.Error("the overlay volume wrote the host's /var/tmp")
+	}
+}

@@ -23,6 +23,11 @@ type PtyRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Cwd is the working directory; empty means the executor's.
 	Cwd string `json:"cwd,omitempty"`
+	// User runs the program as NAME|UID[:GROUP|GID] of the sandbox's
+	// /etc/passwd and /etc/group; "root" as the executor's own user.
+	// Empty: the sandbox's default user (the image's User, or bothy run
+	// --user), as RunRequest.User.
+	User string `json:"user,omitempty"`
 	// Rows and Cols are the terminal's size (default 24×80).
 	Rows int `json:"rows,omitempty"`
 	Cols int `json:"cols,omitempty"`

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/files"
@@ -167,5 +169,108 @@ func (c *Client) CopyFrom(ctx context.Context, sandboxSrc, hostDst string) (*Cop
 		res.Files, res.Bytes = 1, in.Size
 	}
 	res.Dst = target
+	return res, nil
+}
+
+// CopyFromTar writes sandboxSrc as a tar stream to w, as `docker cp
+// SB:PATH -` does: a file as one entry named after it, a directory as its
+// entries under its own name (or, for a source ending in "/.", its
+// entries alone). Nothing is written on the host but w.
+func (c *Client) CopyFromTar(ctx context.Context, sandboxSrc string, w io.Writer) (*CopyResult, error) {
+	src, _ := sandboxPath(sandboxSrc)
+	contents := strings.HasSuffix(sandboxSrc, "/.")
+	d, err := c.Download(ctx, src, api.FormatTar)
+	if err != nil {
+		return nil, fmt.Errorf("copy %s: %w", src, err)
+	}
+	defer d.Body.Close()
+	name := path.Base(src)
+	if name == "/" {
+		contents = true
+	}
+	tw := tar.NewWriter(w)
+	res := &CopyResult{Dst: "-", Dir: d.Dir}
+	if !d.Dir {
+		if d.Size < 0 {
+			return nil, fmt.Errorf("copy %s: the executor sent no length for the file", src)
+		}
+		mode := d.Mode
+		if mode == 0 {
+			mode = files.DefaultFileMode
+		}
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode), Size: d.Size, ModTime: time.Now(), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("copy %s: %w", src, err)
+		}
+		n, err := io.Copy(tw, d.Body)
+		if err != nil {
+			return nil, fmt.Errorf("copy %s: %w", src, err)
+		}
+		res.Files, res.Bytes = 1, n
+		return res, tw.Close()
+	}
+	if !contents {
+		mode := d.Mode
+		if mode == 0 {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: int64(mode), ModTime: time.Now(), Format: tar.FormatPAX}); err != nil {
+			return nil, fmt.Errorf("copy %s: %w", src, err)
+		}
+		res.Dirs++
+	}
+	tr := tar.NewReader(d.Body)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("copy %s: read the executor's archive: %w", src, err)
+		}
+		rel := strings.TrimPrefix(h.Name, "./")
+		if rel == "" || rel == "." {
+			continue
+		}
+		if !contents {
+			h.Name = name + "/" + rel
+			if h.Typeflag == tar.TypeLink {
+				h.Linkname = name + "/" + strings.TrimPrefix(h.Linkname, "./")
+			}
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("copy %s: %w", src, err)
+		}
+		n, err := io.Copy(tw, tr)
+		if err != nil {
+			return nil, fmt.Errorf("copy %s: %w", src, err)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			res.Dirs++
+		case tar.TypeSymlink:
+			res.Symlinks++
+		default:
+			res.Files++
+		}
+		res.Bytes += n
+	}
+	return res, tw.Close()
+}
+
+// CopyToTar unpacks the tar stream r (plain or compressed) into the
+// sandbox directory sandboxDir (created if missing), as `docker cp -
+// SB:DIR` does. The executor unpacks it with the rules of
+// POST /v1/files/upload?extract=1: entries stay inside sandboxDir.
+func (c *Client) CopyToTar(ctx context.Context, r io.Reader, sandboxDir string) (*CopyResult, error) {
+	dst, _ := sandboxPath(sandboxDir)
+	up, err := c.Upload(ctx, dst, r, UploadOptions{Extract: true})
+	if err != nil {
+		return nil, fmt.Errorf("copy a tar stream to %s: %w", dst, err)
+	}
+	res := &CopyResult{Dst: dst, Dir: true}
+	if a := up.Archive; a != nil {
+		res.Files, res.Dirs, res.Symlinks, res.Bytes = a.Files+a.Links, a.Dirs, a.Symlinks, a.Bytes
+	}
 	return res, nil
 }

@@ -76,6 +76,10 @@ type WriteOptions struct {
 	Mode fs.FileMode
 	// Owner sets the file's owner.
 	Owner *api.Owner
+	// User (NAME|UID[:GROUP|GID], or root) owns the file and the parents
+	// the write creates, instead of the sandbox's default user; an
+	// existing file keeps its owner. Not with Owner.
+	User string
 	// Append adds to the end instead of replacing the file atomically.
 	Append bool
 	// Exclusive fails with api.ErrConflict when the file exists.
@@ -112,6 +116,9 @@ func setBits(m fs.FileMode) uint32 {
 // WriteFile writes r to the file path (parents are created).
 func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, opts WriteOptions) (*api.FileInfo, error) {
 	q := writeQuery(opts.Mode, opts.Owner)
+	if opts.User != "" {
+		q.Set("user", opts.User)
+	}
 	if opts.Append {
 		q.Set("append", "1")
 	}

@@ -58,6 +58,7 @@ type Editor struct {
 	cwd         string
 	maxFileSize int64
 	maxHistory  int64
+	owner       *[2]int // uid, gid of what create makes; nil: the executor's
 }
 
 // histEntry is one content of a file before an edit, numbered in the
@@ -95,6 +96,12 @@ func WithMaxHistoryBytes(n int64) Option {
 			e.maxHistory = n
 		}
 	}
+}
+
+// WithOwner makes the files and directories the editor creates owned by
+// uid and gid (the sandbox's default user); existing files keep theirs.
+func WithOwner(uid, gid int) Option {
+	return func(e *Editor) { e.owner = &[2]int{uid, gid} }
 }
 
 // New returns an Editor with an empty history.
@@ -303,11 +310,22 @@ func (e *Editor) create(p, text string) (Result, error) {
 	if err := notUTF8(p, text); err != nil {
 		return Result{}, err
 	}
+	var made []string // the directories MkdirAll will make
+	for d := filepath.Dir(p); !exists(d) && d != filepath.Dir(d); d = filepath.Dir(d) {
+		made = append(made, d)
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return Result{}, toolErrorf("Ran into %s while trying to write to %s", pyOSError(err, p), p)
 	}
 	if err := writeFile(p, []byte(text)); err != nil {
 		return Result{}, err
+	}
+	if e.owner != nil {
+		for _, f := range append(made, p) {
+			if err := os.Lchown(f, e.owner[0], e.owner[1]); err != nil {
+				return Result{}, toolErrorf("Ran into %s while trying to write to %s", pyOSError(err, f), p)
+			}
+		}
 	}
 	e.push(p, []byte(text))
 	return Result{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/editor"
+	"github.com/bothy-sandbox/bothy/executor/files"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 )
 
@@ -20,9 +21,14 @@ type Service struct {
 }
 
 // New returns the editor service; workspace is the editor's workspace
-// root (relative paths are refused with a hint to it).
-func New(workspace string, bodies *httpapi.Bodies) *Service {
-	return &Service{ed: editor.New(editor.WithWorkspaceRoot(workspace)), bodies: bodies}
+// root (relative paths are refused with a hint to it); owner, when not nil,
+// owns the files the editor creates (the sandbox's default user).
+func New(workspace string, bodies *httpapi.Bodies, owner *files.Owner) *Service {
+	opts := []editor.Option{editor.WithWorkspaceRoot(workspace)}
+	if owner != nil {
+		opts = append(opts, editor.WithOwner(owner.UID, owner.GID))
+	}
+	return &Service{ed: editor.New(opts...), bodies: bodies}
 }
 
 // Routes lists the routes of the service.

@@ -19,7 +19,7 @@ import (
 func TestEditorService(t *testing.T) {
 	dir := t.TempDir()
 	mem := budget.NewMemory(1<<20, nil)
-	s := New(dir, &httpapi.Bodies{Max: 1 << 20, Mem: mem})
+	s := New(dir, &httpapi.Bodies{Max: 1 << 20, Mem: mem}, nil)
 	p := filepath.Join(dir, "a.txt")
 	post := func(body string) (int, string) {
 		rec := httptest.NewRecorder()

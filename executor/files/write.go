@@ -36,6 +36,10 @@ type WriteOptions struct {
 	// creates. nil keeps the owner of an existing file (when permitted) and
 	// leaves new files to the caller's uid and gid.
 	Owner *Owner
+	// NewOwner, when Owner is nil, owns the file if Write creates it, and
+	// the parent directories it creates: the sandbox's default user. An
+	// existing file keeps its owner.
+	NewOwner *Owner
 	// Append adds to the end of the file (created if missing) in place,
 	// instead of replacing it atomically.
 	Append bool
@@ -84,6 +88,14 @@ func write(ctx context.Context, p string, r io.Reader, opts WriteOptions) (*Info
 		old = nil
 	default:
 		return nil, classify(err)
+	}
+	if opts.Owner == nil && opts.NewOwner != nil {
+		if err := mkdirParents(filepath.Dir(target), opts.NewOwner); err != nil {
+			return nil, err
+		}
+		if old == nil { // an existing file keeps its owner
+			opts.Owner = opts.NewOwner
+		}
 	}
 	if err := mkdirParents(filepath.Dir(target), opts.Owner); err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ type fileQuery struct {
 	maxBytes  int64
 	mode      fs.FileMode // write, upload: 0 = keep / default
 	owner     *files.Owner
+	user      string // write, upload: NAME|UID[:GROUP|GID] owning what is created
 	append    bool
 	exclusive bool
 	recursive bool
@@ -60,6 +61,10 @@ func parseFileQuery(q url.Values, allowed ...string) (fileQuery, error) {
 	fq.maxBytes = p.size("max_bytes")
 	fq.mode = p.mode("mode")
 	fq.owner = p.owner("uid", "gid")
+	fq.user = q.Get("user")
+	if p.err == nil && fq.user != "" && fq.owner != nil {
+		p.fail("user and uid/gid are exclusive")
+	}
 	fq.append, fq.exclusive = p.bool("append", false), p.bool("exclusive", false)
 	fq.recursive, fq.hidden, fq.extract = p.bool("recursive", false), p.bool("hidden", true), p.bool("extract", false)
 	fq.follow = p.bool("follow", false)

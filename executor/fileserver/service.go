@@ -25,6 +25,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/files"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 )
 
 // Options configure the files service.
@@ -35,6 +36,12 @@ type Options struct {
 	Bodies *httpapi.Bodies
 	// Log receives failures that happen too late to answer.
 	Log *slog.Logger
+	// Owner owns the files and directories writes and uploads create
+	// unless a request says otherwise (uid and gid, or user): the
+	// sandbox's default user; nil: the executor's own. LookupUser
+	// resolves a request's user.
+	Owner      *files.Owner
+	LookupUser func(spec string) (*passwd.Cred, error)
 }
 
 // Service serves the /v1/files routes.
@@ -81,19 +88,45 @@ func (s *Service) handleRead(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleWrite(w http.ResponseWriter, r *http.Request) {
-	fq, err := parseFileQuery(r.URL.Query(), "mode", "uid", "gid", "append", "exclusive")
+	fq, err := parseFileQuery(r.URL.Query(), "mode", "uid", "gid", "user", "append", "exclusive")
+	if err != nil {
+		httpapi.Error(w, err)
+		return
+	}
+	newOwner, err := s.newOwner(fq)
 	if err != nil {
 		httpapi.Error(w, err)
 		return
 	}
 	in, err := files.Write(r.Context(), fq.path, r.Body, files.WriteOptions{
-		Mode: fq.mode, Owner: fq.owner, Append: fq.append, Exclusive: fq.exclusive, MaxBytes: s.opts.MaxUpload,
+		Mode: fq.mode, Owner: fq.owner, NewOwner: newOwner, Append: fq.append, Exclusive: fq.exclusive, MaxBytes: s.opts.MaxUpload,
 	})
 	if err != nil {
 		httpapi.Error(w, err)
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, wireInfo(in))
+}
+
+// newOwner is the owner of what a write or upload creates: the request's
+// user (root: the executor's own, nil), else the service's default. uid
+// and gid, when given, win (files.WriteOptions.Owner).
+func (s *Service) newOwner(fq fileQuery) (*files.Owner, error) {
+	switch {
+	case fq.owner != nil:
+		return nil, nil
+	case fq.user == "":
+		return s.opts.Owner, nil
+	case passwd.IsRoot(fq.user):
+		return nil, nil
+	case s.opts.LookupUser == nil:
+		return nil, httpapi.BadRequest(fmt.Errorf("user %q: users cannot be looked up here", fq.user))
+	}
+	c, err := s.opts.LookupUser(fq.user)
+	if err != nil {
+		return nil, httpapi.BadRequest(fmt.Errorf("user %q: %w", fq.user, err))
+	}
+	return &files.Owner{UID: int(c.UID), GID: int(c.GID)}, nil
 }
 
 func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -177,16 +210,25 @@ func (s *Service) handleMove(w http.ResponseWriter, r *http.Request) {
 // stored at path/<part's file name> when path is a directory or ends with
 // "/", at path itself for a single part.
 func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
-	fq, err := parseFileQuery(r.URL.Query(), "extract", "mode", "uid", "gid", "format")
+	fq, err := parseFileQuery(r.URL.Query(), "extract", "mode", "uid", "gid", "user", "format")
 	if err != nil {
 		httpapi.Error(w, err)
 		return
 	}
+	newOwner, err := s.newOwner(fq)
+	if err != nil {
+		httpapi.Error(w, err)
+		return
+	}
+	archiveOwner := fq.owner
+	if archiveOwner == nil {
+		archiveOwner = newOwner
+	}
 	opts := files.UploadOptions{
 		Extract: fq.extract,
-		Write:   files.WriteOptions{Mode: fq.mode, Owner: fq.owner, MaxBytes: s.opts.MaxUpload},
+		Write:   files.WriteOptions{Mode: fq.mode, Owner: fq.owner, NewOwner: newOwner, MaxBytes: s.opts.MaxUpload},
 		Archive: files.ExtractOptions{
-			Format: fq.format, Owner: fq.owner, MaxBytes: s.opts.MaxUpload,
+			Format: fq.format, Owner: archiveOwner, MaxBytes: s.opts.MaxUpload,
 			// The client made the archive for this sandbox: its symlinks
 			// are the client's business (extraction never follows them).
 			Symlinks: files.SymlinksKeep,

@@ -72,6 +72,9 @@ type Options struct {
 	Cwd string
 	// MaxUpload caps an uploaded file and an unpacked archive.
 	MaxUpload int64
+	// Owner owns the files an upload creates (the sandbox's default
+	// user); nil: the executor's own.
+	Owner *files.Owner
 	// Bodies reads JSON bodies and reserves the memory of file actions.
 	Bodies *httpapi.Bodies
 	// Log receives what OpenHands logs instead of answering.

@@ -73,9 +73,9 @@ func (s *Service) upload(r *http.Request, dest string, recursive bool) (*api.Upl
 		return nil, err
 	}
 	if recursive {
-		_, err = files.Extract(r.Context(), part, dest, files.ExtractOptions{MaxBytes: s.opts.MaxUpload, Symlinks: files.SymlinksKeep})
+		_, err = files.Extract(r.Context(), part, dest, files.ExtractOptions{MaxBytes: s.opts.MaxUpload, Owner: s.opts.Owner, Symlinks: files.SymlinksKeep})
 	} else {
-		_, err = files.Write(r.Context(), path.Join(dest, name), part, files.WriteOptions{MaxBytes: s.opts.MaxUpload})
+		_, err = files.Write(r.Context(), path.Join(dest, name), part, files.WriteOptions{MaxBytes: s.opts.MaxUpload, NewOwner: s.opts.Owner})
 	}
 	if err != nil {
 		return nil, err

@@ -24,7 +24,9 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/internal/environ"
+	"github.com/bothy-sandbox/bothy/executor/internal/users"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/passwd"
 )
 
 // Options configure the terminals service; every field is required (the
@@ -44,6 +46,10 @@ type Options struct {
 	// WaitDelay bounds how long output is still read once the program has
 	// exited, when a descendant keeps the terminal open.
 	WaitDelay time.Duration
+	// User is who programs run as unless a request names another (nil:
+	// the executor's own); LookupUser resolves the users requests name.
+	User       *passwd.Cred
+	LookupUser func(spec string) (*passwd.Cred, error)
 	// Reaper starts and waits for every program.
 	Reaper *reap.Reaper
 	// Bodies reads JSON bodies.
@@ -167,7 +173,11 @@ func (s *Service) start(req *api.PtyRequest) (*term, error) {
 	if s.closing.Load() {
 		return nil, httpapi.ErrShuttingDown
 	}
-	env := environ.WithDefaults(environ.Merge(s.opts.Env, req.Env), "TERM=xterm-256color")
+	cred, err := s.user(req.User)
+	if err != nil {
+		return nil, err
+	}
+	env := users.Env(environ.WithDefaults(environ.Merge(s.opts.Env, req.Env), "TERM=xterm-256color"), cred)
 	path, argv, err := s.command(req, env)
 	if err != nil {
 		return nil, err
@@ -178,7 +188,7 @@ func (s *Service) start(req *api.PtyRequest) (*term, error) {
 		return nil, fmt.Errorf("start: %d terminals are open, the most the executor keeps at once: %w", s.opts.MaxPtys, httpapi.ErrLimit)
 	}
 	seq := int(s.nextID.Add(1))
-	t := &term{s: s, seq: seq, id: "t" + strconv.Itoa(seq), argv: argv, cwd: req.Cwd, rows: req.Rows, cols: req.Cols,
+	t := &term{s: s, seq: seq, id: "t" + strconv.Itoa(seq), argv: argv, cwd: req.Cwd, cred: cred, rows: req.Rows, cols: req.Cols,
 		log: newOutLog(s.opts.MaxRetained), done: make(chan struct{}), pumped: make(chan struct{})}
 	s.byID[t.id] = t // reserves the slot
 	s.mu.Unlock()
@@ -209,6 +219,24 @@ func (s *Service) command(req *api.PtyRequest, env []string) (string, []string, 
 	return path, req.Argv, nil
 }
 
+// user resolves the user a request names: the default when none, the
+// executor's own for root.
+func (s *Service) user(spec string) (*passwd.Cred, error) {
+	switch {
+	case spec == "":
+		return s.opts.User, nil
+	case passwd.IsRoot(spec):
+		return nil, nil
+	case s.opts.LookupUser == nil:
+		return nil, startFailed("as "+spec, errors.New("users cannot be looked up here"))
+	}
+	c, err := s.opts.LookupUser(spec)
+	if err != nil {
+		return nil, startFailed("as "+spec, err)
+	}
+	return c, nil
+}
+
 // interactiveShell is run, when present, for a terminal with no command:
 // a shell with line editing and job control.
 const interactiveShell = "/bin/bash"
@@ -224,6 +252,7 @@ type term struct {
 	id   string
 	argv []string
 	cwd  string
+	cred *passwd.Cred // nil: the executor's own user
 
 	mu         sync.Mutex // guards rows, cols and the master's use against its close
 	rows, cols int
@@ -245,11 +274,16 @@ func (t *term) start(path string, env []string) error {
 	if err != nil {
 		return fmt.Errorf("start %s: %w", t.argv[0], err)
 	}
+	if t.cred != nil {
+		// The terminal is the user's, as login makes it: tty, mesg
+		// and programs that reopen /dev/tty work.
+		_ = slave.Chown(int(t.cred.UID), int(t.cred.GID))
+	}
 	attr := &os.ProcAttr{
 		Dir: t.cwd, Env: env, Files: []*os.File{slave, slave, slave},
 		// A session of its own with the terminal as its controlling
 		// terminal: job control, Ctrl-C and SIGWINCH work as on a console.
-		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: users.SysCred(t.cred)},
 	}
 	proc, err := t.s.opts.Reaper.StartProcess(path, t.argv, attr)
 	slave.Close()

@@ -261,14 +261,23 @@ func mountOverlay(req *ipc.LaunchRequest, target string) error {
 	if len(req.Layers) == 0 {
 		return errors.New("image has no layers")
 	}
-	lowers := make([]string, len(req.Layers))
+	// Top-most first, as overlay wants them; a layer the image lists
+	// twice is mounted once, where it is top-most (rootfs.DedupLowers).
+	lowers := make([]string, 0, len(req.Layers))
+	seen := make(map[string]bool, len(req.Layers))
 	shared := &sharedLowers{}
 	defer shared.close()
-	for i, l := range req.Layers {
-		if l.Snapshot != "" {
-			lowers[len(lowers)-1-i] = l.Snapshot
+	for i := len(req.Layers) - 1; i >= 0; i-- {
+		l := req.Layers[i]
+		if l.Snapshot != "" { // a snapshot's layer directory, in place
+			lowers = append(lowers, l.Snapshot)
 			continue
 		}
+		key := l.Store + "\x00" + l.DiffID
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
 		diffID, err := digest.Parse(l.DiffID)
 		if err != nil {
 			return fmt.Errorf("prepare layer %q: %w", l.DiffID, err)
@@ -283,7 +292,7 @@ func mountOverlay(req *ipc.LaunchRequest, target string) error {
 		if err != nil {
 			return fmt.Errorf("prepare layer %s: %w", l.DiffID, err)
 		}
-		lowers[len(lowers)-1-i] = dir // overlay wants the top-most first
+		lowers = append(lowers, dir)
 	}
 	userxattr := rootless(req)
 	if len(shared.fds) > 0 {

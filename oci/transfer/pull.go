@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
@@ -287,6 +288,8 @@ func ImportArchive(ctx context.Context, s *oci.Store, path string, name string) 
 			return nil, fmt.Errorf("import %s: %w", path, err)
 		}
 		names = append(names, n)
+	} else {
+		names = archiveNames(t, abs)
 	}
 	sys, err := sourceContext(s, "", nil, "")
 	if err != nil {
@@ -297,6 +300,67 @@ func ImportArchive(ctx context.Context, s *oci.Store, path string, name string) 
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
 	return img, nil
+}
+
+// archiveNames are the names an archive gives its only image, as podman
+// load takes them: the ref.name annotation of an OCI layout or archive when
+// it is a name rather than a bare tag (local rules: "app:1" is
+// localhost/app:1), a docker archive's RepoTags (Docker's rules: "busybox"
+// is docker.io/library/busybox). Names that do not parse are left out.
+func archiveNames(t types.ImageTransport, path string) []string {
+	if t != dockerarchive.Transport {
+		src, err := layout.NewReference(path, "")
+		if t == ociarchive.Transport {
+			src, err = ociarchive.NewReference(path, "")
+		}
+		if err != nil {
+			return nil
+		}
+		if n := layoutImageName(src); n != "" {
+			return []string{n}
+		}
+		return nil
+	}
+	var names []string
+	for _, tag := range dockerRepoTags(path) {
+		if n, err := oci.NormalizeName(tag); err == nil && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// dockerRepoTags returns the RepoTags of the only image in a docker
+// archive's manifest.json.
+func dockerRepoTags(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	r, err := oci.Decompress(f)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	tr := tar.NewReader(r)
+	var data []byte
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if strings.TrimPrefix(h.Name, "./") == "manifest.json" {
+			if data, err = io.ReadAll(io.LimitReader(tr, oci.MaxManifestSize+1)); err != nil {
+				return nil
+			}
+		}
+	}
+	var m []struct{ RepoTags []string }
+	if len(data) > oci.MaxManifestSize || json.Unmarshal(data, &m) != nil || len(m) != 1 {
+		return nil
+	}
+	return m[0].RepoTags
 }
 
 // archiveTransport tells an OCI layout directory, an OCI archive and a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"go.podman.io/image/v5/copy"
@@ -19,6 +20,10 @@ type SaveOptions struct {
 	TLSVerify *bool
 	// Progress receives human-readable progress; nil is quiet.
 	Progress io.Writer
+	// Name is the name the caller gave the image by, when ref is its
+	// digest: an archive destination that names no image gets it (see
+	// namedArchive).
+	Name string
 }
 
 // Save copies the image ref resolves to out of the store to dest, which must
@@ -30,16 +35,20 @@ func Save(ctx context.Context, s *oci.Store, ref, dest string, opts SaveOptions)
 	if i := strings.IndexByte(dest, ':'); i <= 0 || transports[dest[:i]] == nil {
 		return fmt.Errorf("save %s: destination %q has no transport (oci:, oci-archive:, docker-archive:, docker://): %w", ref, dest, oci.ErrInvalidName)
 	}
-	destRef, err := ParseReference(dest)
-	if err != nil {
-		return fmt.Errorf("save %s: %w", ref, err)
-	}
 	release, err := s.Hold(ctx)
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
 	defer release()
 	img, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", ref, err)
+	}
+	given := ref
+	if opts.Name != "" {
+		given = opts.Name
+	}
+	destRef, err := ParseReference(namedArchive(dest, given, img))
 	if err != nil {
 		return fmt.Errorf("save %s: %w", ref, err)
 	}
@@ -61,4 +70,39 @@ func Save(ctx context.Context, s *oci.Store, ref, dest string, opts SaveOptions)
 		return fmt.Errorf("save %s to %s: %w", ref, dest, err)
 	}
 	return nil
+}
+
+// namedArchive adds the image's name to an archive destination that names
+// none ("oci-archive:/x.tar" → "oci-archive:/x.tar:localhost/app:1"), as
+// podman save does: the archive then carries it (the OCI ref.name
+// annotation, Docker's RepoTags) and bothy load names the image again. The
+// name is ref's when ref names the image, else its first; an image without
+// a name (or with a digest only) leaves dest as it is.
+func namedArchive(dest, ref string, img *oci.Image) string {
+	kind, within, _ := strings.Cut(dest, ":")
+	switch kind {
+	case "oci-archive", "oci", "docker-archive":
+	default:
+		return dest
+	}
+	if strings.Contains(within, ":") {
+		return dest // named already
+	}
+	var names []string
+	for _, n := range img.Names {
+		if !strings.Contains(n, "@") {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return dest
+	}
+	name := names[0]
+	for _, normalize := range []func(string) (string, error){oci.NormalizeLocalName, oci.NormalizeName} {
+		if n, err := normalize(ref); err == nil && slices.Contains(names, n) {
+			name = n
+			break
+		}
+	}
+	return dest + ":" + name
 }
