@@ -65,6 +65,11 @@ func (m *Manager) Commit(ctx context.Context, ref string, opts CommitOptions) (r
 		}
 		names = []string{n}
 	}
+	if sb.Snapshot != "" {
+		// Its files are the image's, the snapshots' layer directories and
+		// its upper directory: the snapshots would be left out.
+		return nil, fmt.Errorf("commit sandbox %s: it runs on snapshot %s, whose layers are directories, not image layers, and a commit would leave them out: not supported yet (bothy diff --export writes the changes since the snapshot)", sb.ShortID(), sb.Snapshot)
+	}
 	if sb.ImageStore != "" {
 		return nil, fmt.Errorf("commit sandbox %s: its image is in the shared store %s: pull or load %s into your own store first", sb.ShortID(), sb.ImageStore, sb.Image)
 	}
