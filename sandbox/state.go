@@ -110,6 +110,9 @@ type Sandbox struct {
 	// then the pre-claim key); FromPool the pool it was claimed from.
 	Pool     string `json:"pool,omitempty"`
 	FromPool string `json:"from_pool,omitempty"`
+	// RunStats are what the sandbox used, recorded by the `bothy run` that
+	// ran its command in the foreground, when the sandbox stopped.
+	RunStats *RunStats `json:"run_stats,omitempty"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`
