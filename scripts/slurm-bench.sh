@@ -12,7 +12,10 @@
 #   warm    the same, the user's store already holding the image
 #   shared  the same from a shared store root prepared (--image-store)
 #
-# Default modes: bare own shared. Every task's output is checked; a failed
+# Default modes: bare own shared. Besides wall time, each row gives the CPU
+# time the array's tasks used, per task (the cpuacct cgroup of Slurm's
+# jobs on this node, where an unprivileged sandbox stays): unlike the wall
+# time, it does not depend on what else the machine runs. Every task's output is checked; a failed
 # task is counted and its stderr shown. BOTHY_TRACE=1 keeps each sandboxed
 # task's trace (bothy's phases) in the results directory, for profiling.
 # Everything is made under a fresh directory, and the cluster stopped, at the
@@ -41,6 +44,9 @@ mkdir -m 1777 "$tmp/work"
 chmod 1777 "$tmp/work"
 as() { runuser -u "$user" -- env -u XDG_RUNTIME_DIR SLURM_CONF="$SLURM_CONF" "$@"; }
 trace=""
+# cpu: CPU nanoseconds used so far in Slurm's cgroup of this node (0 before
+# the first job makes it).
+cpu() { cat "/sys/fs/cgroup/cpuacct/slurm_$(hostname -s)/cpuacct.usage" 2>/dev/null || echo 0; }
 [ -n "${BOTHY_TRACE:-}" ] && trace="BOTHY_TRACE=1 "
 
 echo "slurm-bench: $n tasks per array, as $user; load before: $(uptime | sed 's/.*load/load/')"
@@ -66,9 +72,11 @@ for mode in "${modes[@]}"; do
 $trace exec $cmd >$res/\$SLURM_ARRAY_TASK_ID 2>$res/\$SLURM_ARRAY_TASK_ID.err
 EOF
 	chmod 0755 "$res/task.sh"
+	cpu0=$(cpu)
 	t0=$(date +%s%N)
 	as sbatch --wait --array=0-$((n - 1)) -o /dev/null "$res/task.sh" >/dev/null 2>&1 || true
 	t1=$(date +%s%N)
+	cpu1=$(cpu)
 	ok=0
 	for i in $(seq 0 $((n - 1))); do
 		if [ "$(cat "$res/$i" 2>/dev/null)" = "task $i" ]; then
@@ -78,7 +86,8 @@ EOF
 		fi
 	done
 	ms=$(((t1 - t0) / 1000000))
-	printf '%-7s %5d tasks  %8.1f s  %6.2f tasks/s  %d ok\n' "$mode" "$n" "$(echo "$ms / 1000" | bc -l)" "$(echo "$n * 1000 / $ms" | bc -l)" "$ok"
+	printf '%-7s %5d tasks  %8.1f s  %6.2f tasks/s  %6.0f CPU ms/task  %d ok\n' "$mode" "$n" "$(echo "$ms / 1000" | bc -l)" \
+		"$(echo "$n * 1000 / $ms" | bc -l)" "$(echo "($cpu1 - $cpu0) / 1000000 / $n" | bc -l)" "$ok"
 	if [ -n "$trace" ] && [ -n "${BENCH_KEEP:-}" ]; then
 		mkdir -p "$BENCH_KEEP/$mode" && cp "$res"/*.err "$BENCH_KEEP/$mode/" 2>/dev/null || true
 	fi
