@@ -13,9 +13,12 @@
 #   shared  the same from a shared store root prepared (--image-store)
 #
 # Default modes: bare own shared. Besides wall time, each row gives the CPU
-# time the array's tasks used, per task (the cpuacct cgroup of Slurm's
-# jobs on this node, where an unprivileged sandbox stays): unlike the wall
-# time, it does not depend on what else the machine runs. Every task's output is checked; a failed
+# time used per task by the cluster's daemons (munged, slurmctld, slurmd)
+# and everything they start (steps, tasks, epilogs, and an unprivileged
+# user's sandboxes, which stay in their job's cgroups): the daemons are put
+# in a cpuacct cgroup of the bench's own, which Slurm (which manages only
+# the freezer hierarchy here) leaves to their children. Unlike the wall
+# time, that figure does not depend on what else the machine runs. Every task's output is checked; a failed
 # task is counted and its stderr shown. BOTHY_TRACE=1 keeps each sandboxed
 # task's trace (bothy's phases) in the results directory, for profiling.
 # Everything is made under a fresh directory, and the cluster stopped, at the
@@ -33,20 +36,24 @@ tmp=$(mktemp -d /var/tmp/bothy-slurm-bench.XXXXXX)
 chmod 755 "$tmp"
 cluster=$tmp/cluster
 export SLURMCTLD_PORT=${SLURMCTLD_PORT:-16837} SLURMD_PORT=${SLURMD_PORT:-16838}
+acct=/sys/fs/cgroup/cpuacct/bothy-slurm-bench-$$
 cleanup() {
 	BOTHY=$bothy "$here/slurm-cluster.sh" stop "$cluster" || true
+	[ -d "$acct" ] && { rmdir "$acct" 2>/dev/null || echo "slurm-bench: $acct is not empty: left" >&2; }
 	rm -rf "$tmp" 2>/dev/null || true
 }
 trap cleanup EXIT
 BOTHY=$bothy "$here/slurm-cluster.sh" start "$cluster" >/dev/null
+if mkdir "$acct" 2>/dev/null; then
+	for d in munged slurmctld slurmd; do cat "$cluster/$d.pid" >"$acct/cgroup.procs"; done
+fi
 export SLURM_CONF=$cluster/slurm.conf
 mkdir -m 1777 "$tmp/work"
 chmod 1777 "$tmp/work"
 as() { runuser -u "$user" -- env -u XDG_RUNTIME_DIR SLURM_CONF="$SLURM_CONF" "$@"; }
 trace=""
-# cpu: CPU nanoseconds used so far in Slurm's cgroup of this node (0 before
-# the first job makes it).
-cpu() { cat "/sys/fs/cgroup/cpuacct/slurm_$(hostname -s)/cpuacct.usage" 2>/dev/null || echo 0; }
+# cpu: CPU nanoseconds the cluster used so far (0 without cpuacct).
+cpu() { cat "$acct/cpuacct.usage" 2>/dev/null || echo 0; }
 [ -n "${BOTHY_TRACE:-}" ] && trace="BOTHY_TRACE=1 "
 
 echo "slurm-bench: $n tasks per array, as $user; load before: $(uptime | sed 's/.*load/load/')"
