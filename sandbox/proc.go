@@ -125,7 +125,10 @@ func reapIfChild(pid int, start uint64) {
 		return
 	}
 	var ws unix.WaitStatus
-	_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	var ru unix.Rusage
+	if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, &ru); err == nil && got == pid {
+		reapedUsage.Store(pidStart{pid, start}, ru) // for RunStats
+	}
 }
 
 // hasCapSysResource reports whether this process may lower OOM scores.

@@ -118,6 +118,9 @@ type Sandbox struct {
 	// PendingSnapshot one being taken of it (see TakeSnapshot).
 	Snapshot        string `json:"snapshot,omitempty"`
 	PendingSnapshot string `json:"pending_snapshot,omitempty"`
+	// RunStats are what the sandbox used, recorded by the `bothy run` that
+	// ran its command in the foreground, when the sandbox stopped.
+	RunStats *RunStats `json:"run_stats,omitempty"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`

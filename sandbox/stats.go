@@ -71,6 +71,11 @@ type Usage struct {
 	// metadata included), when it has one.
 	DiskBytes  uint64 `json:"disk_bytes,omitempty"`
 	DiskInodes uint64 `json:"disk_inodes,omitempty"`
+	// UpperBytes and UpperFiles are what the sandbox wrote to its root
+	// filesystem: the size and the number of entries of its overlay upper
+	// directory (see RunStats), read now.
+	UpperBytes uint64 `json:"upper_bytes"`
+	UpperFiles uint64 `json:"upper_files"`
 }
 
 // Inspect returns the sandbox's record with its resource usage, when it
@@ -90,6 +95,12 @@ func (m *Manager) Inspect(ctx context.Context, ref string) (*Sandbox, error) {
 		if err := network.Check(sb.NetworkAttachment); err != nil {
 			sb.NetworkError = err.Error()
 		}
+	}
+	if b, n, err := UpperUsage(sb.UpperDir); err == nil || n > 0 {
+		if sb.Usage == nil {
+			sb.Usage = &Usage{}
+		}
+		sb.Usage.UpperBytes, sb.Usage.UpperFiles = b, n
 	}
 	if sb.Disk != nil {
 		if u, err := m.readDiskUsage(sb); err == nil {

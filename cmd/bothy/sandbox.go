@@ -42,6 +42,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		labels     []string
 		keep       bool
 		entrypoint string
+		statsPath  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -118,6 +119,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			if pool == "" {
 				m.WarmCgroups()
 			}
+			if detach && statsPath != "" {
+				return fmt.Errorf("--stats-file needs the command in the foreground: a detached sandbox ends with no bothy to write it (bothy inspect shows its usage while it runs)")
+			}
 			if detach && tty {
 				return fmt.Errorf("-t needs the command in the foreground: drop -d, or start the sandbox with -d and use bothy exec -it")
 			}
@@ -156,9 +160,20 @@ func newRunCmd(g *globals) *cobra.Command {
 			if len(argv) == 0 && !tty {
 				return fmt.Errorf("nothing to run: the image has no command; give one after --, -it for a shell, or -d to start the sandbox in the background")
 			}
+			// The stats file's directory is opened now: a bad name is
+			// refused before anything runs.
+			var statsFile *sandbox.StatsFile
+			if statsPath != "" {
+				if statsFile, err = sandbox.OpenStatsFile(statsPath); err != nil {
+					return err
+				}
+				defer statsFile.Close()
+			}
 			// While we wait, the sandbox's PID 1 is re-parented to us when
-			// the launcher exits, so we reap it instead of leaving a zombie.
+			// the launcher exits, so we reap it instead of leaving a zombie
+			// (and have its resource usage, for the stats).
 			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+			started := time.Now()
 			sb, err := create()
 			if err != nil {
 				return err
@@ -177,8 +192,31 @@ func newRunCmd(g *globals) *cobra.Command {
 			if ctx.Err() != nil {
 				ctx = context.WithoutCancel(ctx)
 			}
-			if err := m.Stop(ctx, sb.ID, 2*time.Second); err != nil && runErr == nil {
-				runErr = err
+			stopErr := m.Stop(ctx, sb.ID, 2*time.Second)
+			if stopErr != nil && runErr == nil {
+				runErr = stopErr
+			}
+			// What the sandbox used, once stopped and before removal:
+			// in the stats file, and in its record unless it goes.
+			if stopErr == nil && (statsFile != nil || !rm) {
+				exit := code
+				if runErr != nil {
+					exit = -1
+				}
+				st := m.RunStats(sb, started, exit)
+				if runErr != nil {
+					st.Errors = append(st.Errors, "run: "+runErr.Error())
+				}
+				if statsFile != nil {
+					if err := statsFile.Write(st); err != nil && runErr == nil {
+						runErr = err
+					}
+				}
+				if !rm {
+					if err := m.RecordRunStats(ctx, st); err != nil && runErr == nil {
+						runErr = err
+					}
+				}
 			}
 			if rm {
 				if err := m.Remove(ctx, sb.ID, true); err != nil && runErr == nil {
@@ -212,6 +250,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	f.StringVarP(&opts.User, "user", "u", "", "run the main process, and what runs through the executor, as NAME|UID[:GROUP|GID] of the image's /etc/passwd and /etc/group (default: the image's User, else root)")
 	f.StringVar(&entrypoint, "entrypoint", "", "replace the image's Entrypoint with this program (and drop the image's Cmd; CMD gives its arguments); \"\" for none")
+	f.StringVar(&statsPath, "stats-file", "", "when the sandbox stops, write what it used to this `FILE` as JSON (exit code, wall time, CPU seconds, peak memory, bytes written to its root filesystem, Slurm job; docs/slurm.md), atomically, never through a symlink; not with -d")
 	f.BoolVar(&keep, "keep", false, "with -d: keep the sandbox running (the executor serving) after its main process exits")
 	f.StringVar(&opts.Restart, "restart", "no", "with -d: restart the main process when it fails: no, on-failure or on-failure:N (at most N times); the executor restarts it, no daemon")
 	ttyFlag(f, &tty)

@@ -226,8 +226,8 @@ func testArray(t *testing.T, user string, n int) {
 		t.Fatal(err)
 	}
 	task := script(t, "array-"+user+".sh", fmt.Sprintf(
-		"exec %s --image-store %s run --rm -- sh -c 'echo task $1 $(id -u)' sh \"$SLURM_ARRAY_TASK_ID\" >%s/$SLURM_ARRAY_TASK_ID 2>%s/$SLURM_ARRAY_TASK_ID.err\n",
-		bothyBin, store, results, results))
+		"exec %s --image-store %s run --rm --stats-file %s/$SLURM_ARRAY_TASK_ID.stats -- sh -c 'echo task $1 $(id -u)' sh \"$SLURM_ARRAY_TASK_ID\" >%s/$SLURM_ARRAY_TASK_ID 2>%s/$SLURM_ARRAY_TASK_ID.err\n",
+		bothyBin, store, results, results, results))
 	t0 := time.Now()
 	// A failed task fails sbatch --wait: the tasks' own results and
 	// stderr, checked below, say which and why.
@@ -243,6 +243,14 @@ func testArray(t *testing.T, user string, n int) {
 			errOut, _ := os.ReadFile(filepath.Join(results, strconv.Itoa(i)+".err"))
 			if failed < 5 {
 				t.Errorf("task %d: %q (%v), want %q; stderr: %s", i, b, err, want, errOut)
+			}
+			failed++
+			continue
+		}
+		// Its stats file, collected: the task's own ids and figures.
+		if err := checkStats(filepath.Join(results, strconv.Itoa(i)+".stats"), user, i); err != nil {
+			if failed < 5 {
+				t.Errorf("task %d: %v", i, err)
 			}
 			failed++
 		}
@@ -263,6 +271,46 @@ func testArray(t *testing.T, user string, n int) {
 	t.Logf("%s: %d tasks through one array: sandboxed %v (%.1f tasks/s), bare %v (%.1f tasks/s): %.2fx", user, n,
 		sandboxed.Round(time.Millisecond), float64(n)/sandboxed.Seconds(), time.Since(t0).Round(time.Millisecond),
 		float64(n)/time.Since(t0).Seconds(), sandboxed.Seconds()/time.Since(t0).Seconds())
+}
+
+// taskStats are the fields of a task's stats file (bothy run --stats-file)
+// the test checks.
+type taskStats struct {
+	ExitCode    int     `json:"exit_code"`
+	WallSeconds float64 `json:"wall_seconds"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	MemoryPeak  uint64  `json:"memory_peak"`
+	UsageFrom   string  `json:"usage_from"`
+	Slurm       *struct {
+		JobID       string `json:"job_id"`
+		ArrayJobID  string `json:"array_job_id"`
+		ArrayTaskID string `json:"array_task_id"`
+	} `json:"slurm"`
+	Errors []string `json:"errors"`
+}
+
+// checkStats checks array task i's stats file: exit code 0, its array task
+// and job, a wall time, CPU time and a peak; read from the sandbox's own
+// cgroup for root, from its PID 1's rusage for an unprivileged user (whose
+// sandbox stays in the job's cgroup).
+func checkStats(p, user string, i int) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("stats file: %w", err)
+	}
+	var st taskStats
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("stats file: %w: %s", err, b)
+	}
+	from := "rusage"
+	if user == "root" {
+		from = "cgroup"
+	}
+	if st.ExitCode != 0 || st.WallSeconds <= 0 || st.CPUSeconds <= 0 || st.MemoryPeak == 0 || st.UsageFrom != from ||
+		len(st.Errors) != 0 || st.Slurm == nil || st.Slurm.ArrayTaskID != strconv.Itoa(i) || st.Slurm.JobID == "" || st.Slurm.ArrayJobID == "" {
+		return fmt.Errorf("stats file: %s; want exit 0, its array task %d, usage from %s", b, i, from)
+	}
+	return nil
 }
 
 // runningJob submits a job that starts sandboxes (body) and waits until
