@@ -25,7 +25,9 @@ func helperOptions(t *testing.T, driver Driver, sb *sandboxNS, dir string) Attac
 	t.Helper()
 	requireTools(t, string(driver), "nsenter")
 	requireTun(t)
-	return AttachOptions{ID: "s" + randHex(8), Pid: sb.Pid, Driver: driver, StateDir: dir, PortRange: testPortRange}
+	// The stack's own port forwarding: the builtin driver needs an
+	// executor (package sandbox tests it).
+	return AttachOptions{ID: "s" + randHex(8), Pid: sb.Pid, Driver: driver, PortDriver: PortDriver(driver), StateDir: dir, PortRange: testPortRange}
 }
 
 func attachT(t testing.TB, o AttachOptions) *Attachment {
