@@ -53,6 +53,9 @@ func assertGone(t *testing.T, a *Attachment) {
 			}
 		}
 	}
+	if a.Forwarder != nil && a.Forwarder.Process.Alive() {
+		t.Errorf("port forwarder %d is still running", a.Forwarder.Process.Pid)
+	}
 	for _, p := range a.Ports {
 		if !portFree(p.Proto, p.HostIP, p.HostPort) {
 			t.Errorf("host port %s is still bound", p)
