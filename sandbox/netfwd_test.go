@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
@@ -365,4 +366,37 @@ func waitNetworkError(t *testing.T, m *sandbox.Manager, id string) *sandbox.Sand
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestNetworkForwarderPool: a pool's sandbox published on none through the
+// forwarder answers on its port once claimed, with the key the claim gave
+// it (the forwarder reads it again), and its forwarder goes with it.
+func TestNetworkForwarderPool(t *testing.T) {
+	e := newNetEnv(t)
+	ctx := context.Background()
+	if _, err := e.m.CreatePool(ctx, "fwd", 1, sandbox.CreateOptions{Image: "busybox", Network: network.Options{Publish: []string{"8000"}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.m.RemovePool(context.Background(), "fwd") })
+	if err := e.m.Fill(ctx, "fwd", nil); err != nil {
+		t.Fatal(err)
+	}
+	sb, how, err := e.m.Claim(ctx, sandbox.ClaimOptions{Pool: "fwd", APIKey: "claimed-key"})
+	if err != nil || how.Cold {
+		t.Fatalf("claim: %v %+v", err, how)
+	}
+	a := sb.NetworkAttachment
+	if a == nil || a.Forwarder == nil {
+		t.Fatalf("attachment: %+v", a)
+	}
+	if _, err := sb.Client().Start(ctx, api.RunRequest{Cmd: "mkdir -p /www && echo pooled > /www/index.html && exec httpd -f -p 8000 -h /www"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := fetchHost(publishedURL(t, sb)); err != nil || out != "pooled" {
+		t.Errorf("published port of a claimed sandbox: %q %v", out, err)
+	}
+	if err := e.m.Remove(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	e.assertDetached(a)
 }
