@@ -54,6 +54,10 @@ func (c *Client) PortSocket(ctx context.Context, port int) (*net.TCPConn, error)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("port %d's socket: %w", port, ctx.Err())
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The socket's deadline is ctx's, which may fire first.
+			return nil, fmt.Errorf("port %d's socket: %w (%v)", port, context.DeadlineExceeded, err)
+		}
 		return nil, fmt.Errorf("port %d's socket: %w", port, err)
 	}
 	uc, ok := conn.(*net.UnixConn)
@@ -158,8 +162,9 @@ func readHead(uc *net.UnixConn) (head []byte, fds []int, err error) {
 
 // CheckTCPSocket accepts a descriptor that came from a sandbox only if it
 // is a TCP stream socket: fstat says a socket, and SO_DOMAIN is AF_INET or
-// AF_INET6, SO_TYPE SOCK_STREAM, SO_PROTOCOL IPPROTO_TCP. Anything else
-// (a pipe, a file, a Unix or UDP socket) is ErrNotTCPSocket.
+// AF_INET6, SO_TYPE SOCK_STREAM, SO_PROTOCOL IPPROTO_TCP, not listening
+// and connected (it has a peer). Anything else (a pipe, a file, a Unix or
+// UDP socket, a listening or unconnected TCP socket) is ErrNotTCPSocket.
 func CheckTCPSocket(fd int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -182,6 +187,12 @@ func CheckTCPSocket(fd int) error {
 	proto, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
 	if err != nil || proto != unix.IPPROTO_TCP {
 		return fmt.Errorf("%w: protocol %d (%v)", ErrNotTCPSocket, proto, err)
+	}
+	if listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || listening != 0 {
+		return fmt.Errorf("%w: a listening socket (%v)", ErrNotTCPSocket, err)
+	}
+	if _, err := unix.Getpeername(fd); err != nil {
+		return fmt.Errorf("%w: not connected (%v)", ErrNotTCPSocket, err)
 	}
 	return nil
 }

@@ -87,6 +87,26 @@ func TestPortSocketRefusesNonTCP(t *testing.T) {
 			return []int{fd}
 		},
 		"nothing": func() []int { return nil },
+		"unconnected tcp socket": func() []int {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Error(err)
+			}
+			return []int{fd}
+		},
+		"listening tcp socket": func() []int {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err == nil {
+				err = unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
+			}
+			if err == nil {
+				err = unix.Listen(fd, 1)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			return []int{fd}
+		},
 		"two tcp sockets": func() []int {
 			a, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 			b, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
