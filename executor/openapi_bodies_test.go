@@ -638,6 +638,18 @@ func exercisePorts(t *testing.T, c *contractConn) {
 	cport := strconv.Itoa(closed.Addr().(*net.TCPAddr).Port)
 	closed.Close()
 	c.expect(t, 502, "GET", "/v1/ports/"+cport+"/connect", "", up...)
+	// The socket itself (its descriptor is dropped by this plain read;
+	// client.PortSocket takes it).
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			conn.Close()
+		}
+	}()
+	fd := []string{"Connection", "Upgrade", "Upgrade", "fd"}
+	c.expect(t, 101, "GET", "/v1/ports/"+port+"/fd", "", fd...)
+	c.expect(t, 426, "GET", "/v1/ports/"+port+"/fd", "")
+	c.expect(t, 400, "GET", "/v1/ports/0/fd", "", fd...)
+	c.expect(t, 502, "GET", "/v1/ports/"+cport+"/fd", "", fd...)
 }
 
 // exerciseKernels drives the Jupyter plugin's native routes (answered by

@@ -351,6 +351,10 @@ func (c *limitConn) Close() error {
 	return err
 }
 
+// NetConn returns the accepted connection: /v1/ports/{port}/fd passes a
+// descriptor over it (SCM_RIGHTS).
+func (c *limitConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()

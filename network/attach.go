@@ -30,6 +30,9 @@ const (
 	DriverPasta Driver = "pasta"
 	// DriverSlirp4netns: slirp4netns (libslirp).
 	DriverSlirp4netns Driver = "slirp4netns"
+	// DriverNone: no way out (--network none); only published TCP ports,
+	// through the builtin port driver.
+	DriverNone Driver = "none"
 )
 
 // ParseDriver accepts a driver's name; "" is the default (ChooseDriver).
@@ -91,6 +94,14 @@ type AttachOptions struct {
 	Network string
 	// Publish lists the published ports; a HostPort of 0 is allocated.
 	Publish []Port
+	// PortDriver carries the published TCP ports: "" for the driver's
+	// default (defaultPortDriver: nftables for the bridge, builtin for a
+	// helper), builtin, or the driver's own. UDP ports always go through
+	// the driver.
+	PortDriver PortDriver
+	// Executor is how the builtin port driver reaches the sandbox's
+	// executor (needed when it forwards a port).
+	Executor Executor
 	// Egress is the outbound policy, resolved (Egress.Resolve).
 	Egress Egress
 	// HostLoopback lets a helper-driven sandbox reach the host's loopback
@@ -138,13 +149,18 @@ type Attachment struct {
 	Gateway   netip.Addr   `json:"gateway"`
 	DNS       []netip.Addr `json:"dns,omitempty"`
 	Ports     []Port       `json:"ports,omitempty"`
-	Egress    Egress       `json:"egress"`
+	// PortDriver carries the TCP ports (UDP's always go through Driver).
+	PortDriver PortDriver `json:"port_driver,omitempty"`
+	Egress     Egress     `json:"egress"`
 	// Instance, Bridge and HostVeth: the bridge driver's host side.
 	Instance string `json:"instance,omitempty"`
 	Bridge   string `json:"bridge,omitempty"`
 	HostVeth string `json:"host_veth,omitempty"`
 	// Helper: pasta's or slirp4netns'.
 	Helper *Helper `json:"helper,omitempty"`
+	// Forwarder: the builtin port driver's process, when it forwards a
+	// port.
+	Forwarder *Forwarder `json:"forwarder,omitempty"`
 	// Warnings are what works less than asked (no DNS, no forwarding on
 	// the uplink).
 	Warnings []string `json:"warnings,omitempty"`
@@ -241,6 +257,15 @@ func (o *AttachOptions) validate() error {
 	if o.Driver == DriverBridge && os.Geteuid() != 0 {
 		return ErrBridgeNeedsRoot
 	}
+	if o.Driver == DriverNone && (udp || (o.PortDriver != "" && o.PortDriver != PortDriverBuiltin)) {
+		return errors.New("--network none publishes TCP ports only, through the builtin port driver")
+	}
+	if err := portDriverFits(o.PortDriver, o.Driver); err != nil {
+		return err
+	}
+	if o.PortDriver == "" {
+		o.PortDriver = defaultPortDriver(o.Driver)
+	}
 	if o.Driver == DriverSlirp4netns && !o.HostLoopback && udp {
 		return errors.New("slirp4netns cannot publish UDP ports unless the sandbox may reach the host's loopback: libslirp drops the replies, which go to the gateway address; use pasta")
 	}
@@ -296,7 +321,7 @@ func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
 		return nil, err
 	}
 	defer s.Close()
-	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress}
+	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress, PortDriver: o.PortDriver}
 	if o.Driver == DriverBridge {
 		unlock, err := s.lock(ctx)
 		if err != nil {
@@ -315,10 +340,39 @@ func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
 		}
 		return a, nil
 	}
+	if o.Driver == DriverNone {
+		if err := attachNone(ctx, s, o, a); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
 	if err := attachHelper(ctx, s, o, a, nsfd, userns); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// attachNone publishes the ports of a sandbox on none: a lease for its
+// host ports, and the forwarder.
+func attachNone(ctx context.Context, s *store, o *AttachOptions, a *Attachment) (err error) {
+	if err := reserve(ctx, s, a, o.Publish, o.PortRange); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if derr := Detach(context.WithoutCancel(ctx), a); derr != nil {
+				err = fmt.Errorf("%w (and undo: %v)", err, derr)
+			}
+		}
+	}()
+	dir, err := s.helperDir(a.ID)
+	if err != nil {
+		return err
+	}
+	if err := startForwarder(o, a, dir); err != nil {
+		return err
+	}
+	return rewrite(ctx, a)
 }
 
 // owningUserns returns the user namespace that owns the network namespace.
@@ -370,6 +424,9 @@ func Detach(ctx context.Context, a *Attachment) error {
 		l := leases[i]
 		if l.Helper == nil || (a.Helper != nil && l.Helper.Process.Pid == 0 && a.Helper.Process.Pid != 0) {
 			l.Helper = a.Helper
+		}
+		if l.Forwarder == nil {
+			l.Forwarder = a.Forwarder
 		}
 		a = l
 	}
@@ -460,6 +517,9 @@ func reclaimLocked(ctx context.Context, s *store) ([]*Attachment, error) {
 func detachLocked(ctx context.Context, s *store, a *Attachment, leases []*Attachment) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), waitTimeout)
 	defer cancel()
+	if err := stopForwarder(ctx, a); err != nil {
+		return err
+	}
 	if err := stopHelper(ctx, s, a); err != nil {
 		return err
 	}
@@ -480,6 +540,11 @@ var ErrHelperExited = errors.New("network helper exited")
 // whether it still runs (and why not, when its watcher recorded it); for
 // the bridge, whether the sandbox's veth is still there.
 func Check(a *Attachment) error {
+	if a != nil {
+		if err := checkForwarder(a); err != nil {
+			return err
+		}
+	}
 	switch {
 	case a == nil:
 		return nil

@@ -71,6 +71,13 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 		if err := driverUsable(driver, arg, udp); err != nil {
 			return nil, err
 		}
+		pd, err := ParsePortDriver(opts.PortDriver)
+		if err != nil {
+			return nil, err
+		}
+		if err := portDriverFits(pd, driver); err != nil {
+			return nil, err
+		}
 		egress, err := ParseEgress(opts.Egress, opts.EgressAllow)
 		if err != nil {
 			return nil, err
@@ -95,7 +102,7 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 				c := sb.Config
 				return Attach(ctx, AttachOptions{
 					ID: sb.ID, Pid: sb.Pid, Driver: driver, Network: arg,
-					Publish: ports, Egress: egress, StateDir: StateDir(sb.StateRoot),
+					Publish: ports, PortDriver: pd, Executor: sb.Executor, Egress: egress, StateDir: StateDir(sb.StateRoot),
 					Instance: c.Instance, Subnet: c.Subnet, NetworkPool: c.NetworkPool, PortRange: c.PortRange, DNS: c.DNS,
 					// The helper's start overlaps the executor's; the
 					// manager waits for it before the sandbox is ready.
@@ -163,4 +170,48 @@ func teardownAttached(ctx context.Context, sb Sandbox) error {
 		return nil
 	}
 	return DetachID(ctx, StateDir(sb.StateRoot), sb.ID)
+}
+
+// planNonePublished plans --network none with published TCP ports: the
+// sandbox's namespace has loopback only, as with none, and bothy's port
+// forwarder (the builtin port driver, which needs no interface: it asks
+// the executor to connect inside) makes its ports reachable from the
+// host. The sandbox reaches nothing outside. UDP needs a network stack.
+func planNonePublished(opts Options, t Target) (*Plan, error) {
+	if opts.Egress != "" || len(opts.EgressAllow) > 0 {
+		return nil, errors.New("--egress and --egress-allow need --network bridge (or pasta, slirp4netns): none reaches nothing outside already")
+	}
+	pd, err := ParsePortDriver(opts.PortDriver)
+	if err != nil {
+		return nil, err
+	}
+	if pd != "" && pd != PortDriverBuiltin {
+		return nil, fmt.Errorf("--port-driver %s needs its network driver: --network none publishes through %s only", pd, PortDriverBuiltin)
+	}
+	var ports []Port
+	for _, s := range opts.Publish {
+		p, err := ParsePublish(s)
+		if err != nil {
+			return nil, err
+		}
+		if p.Proto != "tcp" {
+			return nil, fmt.Errorf("--publish %s: --network none publishes TCP ports only (through bothy's forwarder); UDP needs --network bridge", s)
+		}
+		ports = append(ports, p)
+	}
+	if err := distinctHostPorts(ports); err != nil {
+		return nil, err
+	}
+	return &Plan{
+		Mode:      None,
+		Namespace: &specs.LinuxNamespace{Type: specs.NetworkNamespace},
+		Etc:       Etc{Hosts: hosts(t.Hostname), Hostname: t.Hostname + "\n"},
+		Attach: func(ctx context.Context, sb Sandbox) (*Attachment, error) {
+			c := sb.Config
+			return Attach(ctx, AttachOptions{
+				ID: sb.ID, Pid: sb.Pid, Driver: DriverNone, Publish: ports, PortDriver: PortDriverBuiltin,
+				Executor: sb.Executor, StateDir: StateDir(sb.StateRoot), PortRange: c.PortRange,
+			})
+		},
+	}, nil
 }

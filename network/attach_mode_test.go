@@ -65,7 +65,12 @@ func TestPlanAttached(t *testing.T) {
 		{Options{Mode: "bridge", Egress: "allow", EgressAllow: []string{"10.0.0.0/8"}}, "--egress allow admits everything"},
 		{Options{Mode: "bridge", EgressAllow: []string{"no-such-host.invalid"}}, "resolve --egress-allow no-such-host.invalid"},
 		{Options{Mode: "slirp4netns", Publish: []string{"53/udp"}}, "use --network pasta"},
-		{Options{Mode: "none", Publish: []string{"80"}}, "--publish needs a network of the sandbox's own"},
+		{Options{Mode: "host", Publish: []string{"80"}}, "--publish needs a network of the sandbox's own"},
+		{Options{Mode: "none", Publish: []string{"80/udp"}}, "--network none publishes TCP ports only"},
+		{Options{Mode: "none", Publish: []string{"80"}, PortDriver: "nftables"}, "--network none publishes through builtin only"},
+		{Options{Mode: "bridge", Publish: []string{"80"}, PortDriver: "tcp"}, "unknown port driver \"tcp\""},
+		{Options{Mode: "pasta", Publish: []string{"80"}, PortDriver: "slirp4netns"}, "--port-driver slirp4netns does not go with the pasta network driver"},
+		{Options{Mode: "none", PortDriver: "builtin"}, "--port-driver needs published ports"},
 		{Options{Mode: "host", Egress: "deny"}, "--egress and --egress-allow need --network bridge"},
 		{Options{Mode: "none", EgressAllow: []string{"10.0.0.1"}}, "--egress and --egress-allow need --network bridge"},
 	} {
@@ -108,7 +113,13 @@ func TestPlanAttachTeardown(t *testing.T) {
 	}
 	attach := func(id string, sb *sandboxNS) *Attachment {
 		t.Helper()
-		p, err := NewPlan(ctx, Options{Mode: "bridge", Publish: []string{"8080"}}, Target{ID: id, Hostname: "box", Rootless: rootless()})
+		// The stack's port forwarding (rootless): the builtin driver
+		// needs an executor (package sandbox tests it).
+		pd := ""
+		if rootless() {
+			pd = "slirp4netns"
+		}
+		p, err := NewPlan(ctx, Options{Mode: "bridge", Publish: []string{"8080"}, PortDriver: pd}, Target{ID: id, Hostname: "box", Rootless: rootless()})
 		if err != nil {
 			t.Fatal(err)
 		}

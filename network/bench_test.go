@@ -108,7 +108,7 @@ func BenchmarkThroughput(b *testing.B) {
 				server = env.upAddr
 				startServerReady(b, env.upstream.command(nil, "iperf3", "-s", "-p", "5201", "-1", "--forceflush"), "Server listening")
 			} else {
-				o = AttachOptions{ID: "b" + randHex(8), Pid: sb.Pid, Driver: d, StateDir: stateDir(b), PortRange: testPortRange}
+				o = AttachOptions{ID: "b" + randHex(8), Pid: sb.Pid, Driver: d, PortDriver: PortDriver(d), StateDir: stateDir(b), PortRange: testPortRange}
 				server = hostAddress(b)
 				startServerReady(b, exec.Command("iperf3", "-s", "-B", server.String(), "-p", "5201", "-1", "--forceflush"), "Server listening")
 			}

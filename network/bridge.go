@@ -151,6 +151,15 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		return err
 	}
 	trace.Mark("network", "veth created")
+	if slices.ContainsFunc(a.Ports, func(p Port) bool { return forwarded(a.PortDriver, p) }) {
+		dir, err := s.helperDir(a.ID)
+		if err != nil {
+			return err
+		}
+		if err := startForwarder(o, a, dir); err != nil {
+			return err
+		}
+	}
 	return s.writeLease(a)
 }
 

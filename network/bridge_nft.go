@@ -243,10 +243,10 @@ func (h *hostRules) addSandbox(a *Attachment) error {
 			return err
 		}
 	}
-	if len(a.Ports) > 0 {
+	if ports := a.stackPorts(); len(ports) > 0 {
 		ch := c.AddChain(&nftables.Chain{Name: pubChain(a.ID), Table: h.inet})
 		var tcp, udp []nftables.SetElement
-		for _, p := range a.Ports {
+		for _, p := range ports {
 			var match []expr.Any
 			if !p.HostIP.IsUnspecified() {
 				match = addrIs(daddr, p.HostIP)
@@ -296,7 +296,7 @@ func (h *hostRules) removeSandbox(a *Attachment) error {
 			return err
 		}
 	}
-	for _, p := range a.Ports {
+	for _, p := range a.stackPorts() {
 		set := h.pubTCP
 		if p.Proto == "udp" {
 			set = h.pubUDP

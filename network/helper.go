@@ -133,6 +133,9 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		}
 		trace.Mark("network", "rules installed")
 	}
+	if err := startForwarder(o, a, dir); err != nil {
+		return err
+	}
 	var args []string
 	switch o.Driver {
 	case DriverPasta:
@@ -201,7 +204,7 @@ func rewrite(ctx context.Context, a *Attachment) error {
 // its report. record is called as soon as the watcher runs, to write the
 // lease that names it, and again with the helper's identity.
 func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *os.File, record func(context.Context) error) (func(context.Context) error, error) {
-	cfg, err := json.Marshal(watchConfig{Driver: o.Driver, Args: args, Dir: a.Helper.Dir, Ports: a.Ports, Ready: o.ReadyTimeout})
+	cfg, err := json.Marshal(watchConfig{Driver: o.Driver, Args: args, Dir: a.Helper.Dir, Ports: a.stackPorts(), Ready: o.ReadyTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,9 @@ func helperOptions(t *testing.T, driver Driver, sb *sandboxNS, dir string) Attac
 	t.Helper()
 	requireTools(t, string(driver), "nsenter")
 	requireTun(t)
-	return AttachOptions{ID: "s" + randHex(8), Pid: sb.Pid, Driver: driver, StateDir: dir, PortRange: testPortRange}
+	// The stack's own port forwarding: the builtin driver needs an
+	// executor (package sandbox tests it).
+	return AttachOptions{ID: "s" + randHex(8), Pid: sb.Pid, Driver: driver, PortDriver: PortDriver(driver), StateDir: dir, PortRange: testPortRange}
 }
 
 func attachT(t testing.TB, o AttachOptions) *Attachment {
@@ -50,6 +52,9 @@ func assertGone(t *testing.T, a *Attachment) {
 				t.Errorf("process %d is still running", p.Pid)
 			}
 		}
+	}
+	if a.Forwarder != nil && a.Forwarder.Process.Alive() {
+		t.Errorf("port forwarder %d is still running", a.Forwarder.Process.Pid)
 	}
 	for _, p := range a.Ports {
 		if !portFree(p.Proto, p.HostIP, p.HostPort) {

@@ -46,8 +46,12 @@ type Options struct {
 	// a colon ("bridge:NAME").
 	Mode string
 	// Publish are -p/--publish's [IP:][HOSTPORT:]CONTAINERPORT[/tcp|udp]
-	// (ParsePublish); attached modes only.
+	// (ParsePublish): attached modes, and TCP ports on none (through the
+	// builtin port driver).
 	Publish []string
+	// PortDriver is --port-driver (ParsePortDriver): what carries the
+	// published TCP ports; "" for the network driver's default.
+	PortDriver string
 	// Egress is --egress: "" or "allow" (everything), or "deny" (nothing
 	// but replies and EgressAllow); EgressAllow are --egress-allow's
 	// CIDR[:PORT] and HOST[:PORT] (ParseEgress), names resolved and pinned
@@ -163,6 +167,9 @@ type Sandbox struct {
 	// Attachment is what Attach made, as the sandbox's state recorded it
 	// (teardown only; nil when the state has none).
 	Attachment *Attachment
+	// Executor is how the host reaches the sandbox's executor (Attach
+	// only): the builtin port driver asks it for each connection.
+	Executor Executor
 }
 
 // StateDir is where attached networks keep their leases, helpers' files
@@ -250,7 +257,9 @@ func noArg(name Mode, arg string) error {
 func notAttached(name Mode, opts Options) error {
 	switch {
 	case len(opts.Publish) > 0:
-		return fmt.Errorf("--publish needs a network of the sandbox's own with a way in: --network bridge, not %s", name)
+		return fmt.Errorf("--publish needs a network of the sandbox's own with a way in: --network bridge (or none, for TCP), not %s", name)
+	case opts.PortDriver != "":
+		return fmt.Errorf("--port-driver needs published ports on a network of the sandbox's own, not %s", name)
 	case opts.Egress != "" || len(opts.EgressAllow) > 0:
 		return fmt.Errorf("--egress and --egress-allow need --network bridge (or pasta, slirp4netns): %s has no policy of bothy's", name)
 	}
@@ -260,6 +269,9 @@ func notAttached(name Mode, opts Options) error {
 func planNone(_ context.Context, opts Options, arg string, t Target) (*Plan, error) {
 	if err := noArg(None, arg); err != nil {
 		return nil, err
+	}
+	if len(opts.Publish) > 0 {
+		return planNonePublished(opts, t)
 	}
 	if err := notAttached(None, opts); err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ func pastaArgs(bin string, a *Attachment, dir string, hostLoopback, joinUserns b
 		args = append(args, "--no-map-gw")
 	}
 	tcp, udp := false, false
-	for _, p := range a.Ports {
+	for _, p := range a.stackPorts() {
 		spec := p.HostIP.String() + "/" + strconv.Itoa(int(p.HostPort)) + ":" + strconv.Itoa(int(p.ContainerPort))
 		if p.Proto == "udp" {
 			// Forwarded to the same port; a rule inside takes it on

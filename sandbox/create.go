@@ -517,6 +517,7 @@ func (c *creation) attachNetwork(ctx context.Context, pid int) error {
 	trace.Mark("bothy", "container started")
 	sb := c.m.networkSandbox(c.id)
 	sb.Pid = pid
+	sb.Executor = network.Executor{Socket: c.m.paths.SocketPath(c.id), Identity: c.sb.SocketIdentity, APIKey: c.sb.APIKey}
 	a, err := c.net.Attach(ctx, sb)
 	if err != nil {
 		return err

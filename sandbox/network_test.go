@@ -388,6 +388,9 @@ func (e *netEnv) assertDetached(a *network.Attachment) {
 			}
 		}
 	}
+	if a.Forwarder != nil && a.Forwarder.Process.Alive() {
+		t.Errorf("port forwarder %d left", a.Forwarder.Process.Pid)
+	}
 	if a.HostVeth != "" {
 		if _, err := netlink.LinkByName(a.HostVeth); err == nil {
 			t.Errorf("veth %s left", a.HostVeth)

@@ -17,6 +17,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/internal/names"
 	"github.com/bothy-sandbox/bothy/internal/trace"
+	"github.com/bothy-sandbox/bothy/network"
 )
 
 // Pools: sandboxes started before anyone asks for them, with no daemon.
@@ -399,6 +400,9 @@ func (m *Manager) claimMember(ctx context.Context, opts ClaimOptions, id string)
 		return nil, discard(err)
 	}
 	sb.Name, sb.APIKey, sb.Labels, sb.AutoRemove = opts.Name, opts.APIKey, opts.Labels, opts.AutoRemove
+	if err := network.SetForwarderKey(sb.NetworkAttachment, opts.APIKey); err != nil {
+		return nil, discard(err)
+	}
 	sb.Env = append(slices.Clone(sb.Env), opts.Env...)
 	if opts.Workdir != "" {
 		sb.Workdir = opts.Workdir

@@ -518,6 +518,9 @@ func (k *killEnv) track() {
 		}
 		k.seen[rec.ID] = k.seen[rec.ID] || rec.ID != ""
 		for _, a := range []*network.Attachment{&rec.Attachment, rec.Recorded} {
+			if a != nil && a.Forwarder != nil && a.Forwarder.Process.Pid > 0 {
+				k.tracked[a.Forwarder.Process.Pid] = a.Forwarder.Process.Start
+			}
 			if a == nil || a.Helper == nil {
 				continue
 			}

@@ -62,12 +62,33 @@ func TestRunNetworkFlags(t *testing.T) {
 		t.Error("the published port answers after rm")
 	}
 
+	// On none (the default), a TCP port through bothy's forwarder.
+	id = strings.TrimSpace(c.ok("run", "-d", "-p", "8000", "--",
+		"sh", "-c", "mkdir -p /www && echo on-none > /www/index.html && exec httpd -f -p 8000 -h /www"))
+	addr := strings.TrimSpace(c.ok("port", id, "8000"))
+	if body, err := httpGet("http://"+addr+"/", 50); err != nil || body != "on-none" {
+		t.Errorf("published port on none: %q %v", body, err)
+	}
+	in = nil
+	if err := json.Unmarshal([]byte(c.ok("inspect", id)), &in); err != nil || len(in) != 1 || in[0].NetworkAttachment == nil ||
+		in[0].NetworkAttachment.Forwarder == nil || in[0].Network != "none" || in[0].NetworkAttachment.PortDriver != network.PortDriverBuiltin {
+		t.Fatalf("inspect on none: %+v %v", in, err)
+	}
+	fwd := in[0].NetworkAttachment.Forwarder.Process
+	k.seen[id] = true
+	c.ok("rm", "-f", id)
+	if left := k.networkLeftovers(); len(left) > 0 || fwd.Alive() {
+		t.Errorf("after rm on none: %v, forwarder alive %v", left, fwd.Alive())
+	}
+
 	for _, bad := range []struct {
 		args []string
 		why  string
 	}{
 		{[]string{"--network", "bridge", "-p", "80/sctp"}, `invalid --publish "80/sctp": protocol "sctp" is not tcp or udp`},
-		{[]string{"-p", "80"}, "--publish needs a network of the sandbox's own with a way in: --network bridge, not none"},
+		{[]string{"-p", "80/udp"}, "--network none publishes TCP ports only"},
+		{[]string{"--network", "host", "-p", "80"}, "--publish needs a network of the sandbox's own with a way in: --network bridge (or none, for TCP), not host"},
+		{[]string{"--network", "pasta", "-p", "80", "--port-driver", "slirp4netns"}, "--port-driver slirp4netns does not go with the pasta network driver"},
 		{[]string{"--network", "host", "--egress", "deny"}, "--egress and --egress-allow need --network bridge"},
 		{[]string{"--network", "bridge", "--egress", "maybe"}, `invalid --egress "maybe": want allow or deny`},
 		{[]string{"--network", "bridge", "--egress-allow", "10.0.0.1/8"}, "has host bits set (did you mean 10.0.0.0/8?)"},

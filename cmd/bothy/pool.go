@@ -78,6 +78,7 @@ func newPoolCreateCmd(g *globals) *cobra.Command {
 	f.BoolVar(&background, "background", false, "fill the pool in a detached process and return at once")
 	f.StringVar(&opts.Network.Mode, "network", sandbox.NetworkNone, "network, as for bothy run")
 	f.StringArrayVarP(&opts.Network.Publish, "publish", "p", nil, "publish a port, as for bothy run, with a free host port each (HOSTPORT 0 or none)")
+	f.StringVar(&opts.Network.PortDriver, "port-driver", "", "what carries published TCP ports, as for bothy run")
 	f.StringVar(&opts.Network.Egress, "egress", "", "outbound policy, as for bothy run")
 	f.StringArrayVar(&opts.Network.EgressAllow, "egress-allow", nil, "allowed outbound destinations, as for bothy run")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable (K=V) in every sandbox of the pool")

@@ -7,6 +7,11 @@ package api
 const (
 	// UpgradeTCP is the Upgrade header's protocol of a forwarded connection.
 	UpgradeTCP = "tcp"
+	// UpgradeFD is the Upgrade header's protocol of /v1/ports/{port}/fd:
+	// the 101 answer carries the descriptor of the connected TCP socket
+	// (SCM_RIGHTS, with the answer's first bytes), and the executor then
+	// closes the request's connection.
+	UpgradeFD = "fd"
 	// CodeBadGateway: the port does not accept connections (nothing listens
 	// on it, or it refused); answered 502 before any upgrade.
 	CodeBadGateway = "bad_gateway"

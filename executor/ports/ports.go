@@ -5,6 +5,12 @@
 // connection's bytes both ways. It reaches a web app, VS Code or an agent
 // server inside a sandbox that has no network (--network none) through the
 // executor's Unix socket: the host needs no port of its own.
+//
+// /v1/ports/{port}/fd, with "Upgrade: fd", connects the same way and hands
+// the connected socket itself back over the Unix socket (SCM_RIGHTS): the
+// host's port forwarder (bothy's "builtin" port driver) then copies
+// between it and the host's connection in its own process, and no byte of
+// the connection passes through the executor.
 package ports
 
 import (
@@ -17,11 +23,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/internal/splice"
+	"golang.org/x/sys/unix"
 )
 
 // Dialer opens the connection to a port; net.Dialer in the executor, a fake
@@ -60,6 +68,7 @@ func New(opts Options) *Service {
 func (s *Service) Routes() []httpapi.Route {
 	return []httpapi.Route{
 		{Method: "GET", Path: "/v1/ports/{port}/connect", Summary: "forward a TCP connection to a port on the sandbox's loopback (Upgrade: tcp)", Handler: s.handleConnect},
+		{Method: "GET", Path: "/v1/ports/{port}/fd", Summary: "connect to a port on the sandbox's loopback and pass the socket back (Upgrade: fd, SCM_RIGHTS)", Handler: s.handleFD},
 	}
 }
 
@@ -99,8 +108,8 @@ func ParsePort(v string) (int, error) {
 	return p, nil
 }
 
-// wantsUpgrade reports whether r asks for the tcp upgrade.
-func wantsUpgrade(r *http.Request) bool {
+// wantsUpgrade reports whether r asks for the upgrade to proto.
+func wantsUpgrade(r *http.Request, proto string) bool {
 	hasUpgrade := false
 	for _, v := range r.Header.Values("Connection") {
 		for _, tok := range strings.Split(v, ",") {
@@ -109,7 +118,7 @@ func wantsUpgrade(r *http.Request) bool {
 			}
 		}
 	}
-	return hasUpgrade && strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), api.UpgradeTCP)
+	return hasUpgrade && strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), proto)
 }
 
 func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +127,7 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
-	if !wantsUpgrade(r) {
+	if !wantsUpgrade(r, api.UpgradeTCP) {
 		w.Header().Set("Upgrade", api.UpgradeTCP)
 		httpapi.WriteError(w, http.StatusUpgradeRequired, api.CodeUpgradeRequired,
 			"forwarding needs \"Connection: Upgrade\" and \"Upgrade: tcp\"")
@@ -152,6 +161,74 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) {
 		pending, _ = brw.Reader.Peek(n)
 	}
 	splice.Splice(conn, up, pending)
+}
+
+// handleFD connects to the port and passes the connected socket to the
+// client over the executor's Unix socket, with the 101 answer's bytes in
+// one sendmsg(2), then closes its own descriptor and the request's
+// connection: it keeps nothing of the forwarded connection.
+func (s *Service) handleFD(w http.ResponseWriter, r *http.Request) {
+	port, err := ParsePort(r.PathValue("port"))
+	if err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	if !wantsUpgrade(r, api.UpgradeFD) {
+		w.Header().Set("Upgrade", api.UpgradeFD)
+		httpapi.WriteError(w, http.StatusUpgradeRequired, api.CodeUpgradeRequired,
+			"passing a socket needs \"Connection: Upgrade\" and \"Upgrade: fd\"")
+		return
+	}
+	if _, ok := r.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr); !ok {
+		httpapi.WriteError(w, http.StatusBadRequest, api.CodeBadRequest, "a socket can only be passed over the executor's Unix socket")
+		return
+	}
+	up, err := s.dialLoopback(r.Context(), port)
+	if err != nil {
+		httpapi.WriteError(w, http.StatusBadGateway, api.CodeBadGateway, err.Error())
+		return
+	}
+	defer up.Close()
+	sc, ok := up.(syscall.Conn)
+	if !ok {
+		httpapi.WriteError(w, http.StatusBadGateway, api.CodeBadGateway, fmt.Sprintf("connect to port %d in the sandbox: not a socket", port))
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		httpapi.WriteError(w, http.StatusBadGateway, api.CodeBadGateway, err.Error())
+		return
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	uc := unixConn(conn)
+	if uc == nil {
+		return // not reached: the local address was a Unix socket's
+	}
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	answer := []byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + api.UpgradeFD + "\r\n\r\n")
+	_ = raw.Control(func(fd uintptr) {
+		_, _, _ = uc.WriteMsgUnix(answer, unix.UnixRights(int(fd)), nil)
+	})
+}
+
+// unixConn returns the *net.UnixConn under a connection the server
+// accepted (through wrappers with a NetConn method), or nil.
+func unixConn(c net.Conn) *net.UnixConn {
+	for range 8 {
+		switch v := c.(type) {
+		case *net.UnixConn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // dialLoopback connects to port on the loopback, IPv4 first, then IPv6.

@@ -37,7 +37,7 @@ func main() {
 	inner := flag.String("inner", "", "internal: run a runtime loop inside a private mount namespace")
 	podmanJob := flag.String("podman", "", "internal: run the podman measurements (as root inside a private mount and network namespace)")
 	baseline := flag.String("baseline", "", "also measure the bothy CLI of this bin directory (an older build), interleaved run by run with this one")
-	flag.StringVar(&only, "only", "", "measure only this group of figures: pool (the warm-pool claims)")
+	flag.StringVar(&only, "only", "", "measure only this group of figures: pool (the warm-pool claims), tput (the TCP throughput rows, bothy's and podman's)")
 	flag.Parse()
 	// The bridge rows' sandboxes (root) on a bridge instance, subnet and
 	// tables of the bench's own: a bothy that runs on the host keeps its
@@ -161,8 +161,14 @@ func printTable(w *os.File, results []*result, n int) {
 		{"ready/podman-net-p", "start-to-ready on podman's default network with a port: `podman run -d -p 8000 IMAGE sleep 3600`"},
 		{"tput-in/bothy", "TCP throughput (Gbit/s), host → published port: `bothy run -d --network bridge -p 5201 IMAGE -- iperf3 -s`, host `iperf3 -c 127.0.0.1 -p HOSTPORT -t 3`"},
 		{"tput-out/bothy", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
-		{"tput-in/bothy-pasta", "TCP throughput (Gbit/s), host → published port: `bothy run -d --network pasta -p 5201 IMAGE -- iperf3 -s`"},
+		{"tput-in/bothy-alt", "TCP throughput (Gbit/s), host → published port, bridge's other port driver: root `--port-driver builtin`, rootless `--port-driver slirp4netns`"},
+		{"tput-out/bothy-alt", "TCP throughput (Gbit/s), sandbox → host (`iperf3 -R`): the same"},
+		{"tput-in/bothy-pasta", "TCP throughput (Gbit/s), host → published port: `bothy run -d --network pasta -p 5201 IMAGE -- iperf3 -s` (builtin port driver)"},
 		{"tput-out/bothy-pasta", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
+		{"tput-in/bothy-pasta-own", "TCP throughput (Gbit/s), host → published port: `--network pasta --port-driver pasta` (pasta's -t)"},
+		{"tput-out/bothy-pasta-own", "TCP throughput (Gbit/s), sandbox → host (`iperf3 -R`): the same"},
+		{"tput-in/bothy-none", "TCP throughput (Gbit/s), host → published port: `bothy run -d --network none -p 5201 …` (builtin port driver)"},
+		{"tput-out/bothy-none", "TCP throughput (Gbit/s), sandbox → host (`iperf3 -R`): the same"},
 		{"tput-in/podman", "TCP throughput (Gbit/s), host → published port: `podman run -d -p 127.0.0.1::5201 IMAGE iperf3 -s` (podman's default network)"},
 		{"tput-out/podman", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
 		{"exit/bothy", "run-to-exit of `true`: `bothy run --rm IMAGE -- true`"},

@@ -69,6 +69,8 @@ type podmanJob struct {
 
 	// IperfArchive is the throughput rows' image (iperf3), if built.
 	IperfArchive string
+	// TputOnly takes the throughput rows alone (-only tput).
+	TputOnly bool
 }
 
 // podmanOut is what that child prints: samples and notes by row key.
@@ -97,7 +99,7 @@ func measurePodman(r *result, bin string, n int) {
 			logf("podman: remove %s: %v", dir, err)
 		}
 	}()
-	j := podmanJob{Dir: dir, Archive: filepath.Join(bin, "busybox.oci.tar"), N: n}
+	j := podmanJob{Dir: dir, Archive: filepath.Join(bin, "busybox.oci.tar"), N: n, TputOnly: only == "tput"}
 	if iperf := filepath.Join(bin, "iperf-image.oci.tar"); fileExists(iperf) {
 		j.IperfArchive = iperf
 	}
@@ -348,6 +350,14 @@ func measurePodmanCLI(p *podman, j podmanJob, out *podmanOut) {
 		info[0] += ", " + strings.SplitN(strings.TrimSpace(string(v)), "\n", 2)[0]
 	}
 	out.Notes["podman"] = strings.Join(info, "; ")
+	net := "CNI bridge in the bench's network namespace"
+	if os.Geteuid() != 0 {
+		net = "slirp4netns"
+	}
+	if j.TputOnly {
+		measurePodmanThroughput(p, j, net, out)
+		return
+	}
 
 	logf("%s: podman run-to-exit ×%d", modeName(), j.N)
 	for range j.N {
@@ -403,10 +413,6 @@ func measurePodmanCLI(p *podman, j podmanJob, out *podmanOut) {
 			break
 		}
 		add("exit/podman-net", time.Since(t0))
-	}
-	net := "CNI bridge in the bench's network namespace"
-	if os.Geteuid() != 0 {
-		net = "slirp4netns"
 	}
 	if len(out.Samples["exit/podman-net"]) > 0 {
 		out.Notes["exit/podman-net"] = fmt.Sprintf("%s, %d runs", net, m)

@@ -30,25 +30,33 @@ const (
 // podman's default network, each "in" and "out".
 var tputRows = []struct{ in, out string }{
 	{"tput-in/bothy", "tput-out/bothy"},
+	{"tput-in/bothy-alt", "tput-out/bothy-alt"},
 	{"tput-in/bothy-pasta", "tput-out/bothy-pasta"},
+	{"tput-in/bothy-pasta-own", "tput-out/bothy-pasta-own"},
+	{"tput-in/bothy-none", "tput-out/bothy-none"},
 	{"tput-in/podman", "tput-out/podman"},
 }
 
 // measureThroughput starts `bothy run -d --network MODE -p 5201 iperf --
 // iperf3 -s` for bridge and pasta and measures each with iperfMeasure.
 func measureThroughput(ctx context.Context, r *result, bothy func(...string) (string, error)) {
-	bridge := "the bridge driver (veth, nftables DNAT from 127.0.0.1)"
+	bridge, alt, altFlag := "the bridge driver (veth, nftables DNAT from 127.0.0.1)", "the bridge driver, bothy's builtin forwarder (splice)", "builtin"
 	if os.Geteuid() != 0 {
-		bridge = "slirp4netns (bridge's rootless default), its port forwarding"
+		bridge = "slirp4netns (bridge's rootless default), bothy's builtin forwarder (splice)"
+		alt, altFlag = "slirp4netns, its own port forwarding (add_hostfwd)", "slirp4netns"
 	}
 	for _, row := range []struct {
-		mode, in, out, driver string
+		in, out, driver string
+		args            []string
 	}{
-		{"bridge", "tput-in/bothy", "tput-out/bothy", bridge},
-		{"pasta", "tput-in/bothy-pasta", "tput-out/bothy-pasta", "pasta, its port forwarding"},
+		{"tput-in/bothy", "tput-out/bothy", bridge, []string{"--network", "bridge"}},
+		{"tput-in/bothy-alt", "tput-out/bothy-alt", alt, []string{"--network", "bridge", "--port-driver", altFlag}},
+		{"tput-in/bothy-pasta", "tput-out/bothy-pasta", "pasta, bothy's builtin forwarder (splice)", []string{"--network", "pasta"}},
+		{"tput-in/bothy-pasta-own", "tput-out/bothy-pasta-own", "pasta, its own port forwarding (-t)", []string{"--network", "pasta", "--port-driver", "pasta"}},
+		{"tput-in/bothy-none", "tput-out/bothy-none", "no network, bothy's builtin forwarder (splice)", []string{"--network", "none"}},
 	} {
-		logf("%s: throughput, bothy --network %s", r.Mode, row.mode)
-		id, err := bothy("run", "-d", "--network", row.mode, "-p", iperfPort, "iperf", "--", "iperf3", "-s")
+		logf("%s: throughput, bothy %s", r.Mode, strings.Join(row.args, " "))
+		id, err := bothy(append(append([]string{"run", "-d"}, row.args...), "-p", iperfPort, "iperf", "--", "iperf3", "-s")...)
 		if err != nil {
 			r.Notes[row.in] = "failed: " + oneLine(err.Error())
 			r.Notes[row.out] = r.Notes[row.in]
