@@ -135,9 +135,8 @@ $(CACHE)/vscode-image.oci.tar: | $(BIN)/bothy $(BIN)/bothy-images $(BIN)/bothy-e
 
 # The images the tests use besides the default one.
 .PHONY: test-images
-test-images: $(BIN)/browser-image.oci.tar $(BIN)/jupyter-image.oci.tar
+test-images: $(BIN)/browser-image.oci.tar $(BIN)/jupyter-image.oci.tar $(CACHE)/vscode-image.oci.tar
 
-# Not yet in test-images (TestVSCode has not passed here yet): make it by hand.
 .PHONY: vscode-image
 vscode-image: $(CACHE)/vscode-image.oci.tar
 
