@@ -73,6 +73,19 @@ type Options struct {
 	// namespace). Empty: DefaultNetwork. It is not an input of the tags:
 	// the same inputs built with another network reuse the image.
 	Network string
+	// CACerts is the CA certificates the build sandbox trusts besides the
+	// base image's (sandbox.CreateOptions.CACerts): empty, the host's
+	// bundle when the host has one (what a host behind a TLS-intercepting
+	// proxy needs for plugin installs and setup scripts that download);
+	// sandbox.CACertsHost (the host's, which must exist),
+	// sandbox.CACertsNone or a PEM file. The file is mounted read-only
+	// where no layer takes it, and the variables pointing at it are the
+	// build sandbox's only, not the image's. Not an input of the tags.
+	CACerts string
+	// NoHTTPProxy keeps the caller's proxy variables (sandbox.ProxyEnv)
+	// out of the build sandbox, which otherwise gets those set, as
+	// podman's builds do.
+	NoHTTPProxy bool
 	// Force builds from the base whatever tags exist, and moves all three.
 	Force bool
 	// Pull configures the pull of a base image not in the store.
@@ -387,9 +400,20 @@ func (b *builder) executorHistory() v1.History {
 // plugin installs and the setup script in it, and commits its upper directory
 // as a layer. The sandbox is removed whatever happens.
 func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Composer) (layer oci.Layer, err error) {
+	ca := b.opts.CACerts
+	if ca == "" {
+		ca = sandbox.CACertsNone
+		if bundle, err := sandbox.HostCABundle(); err == nil {
+			ca = bundle
+		}
+	}
+	if ca != sandbox.CACertsNone {
+		b.logf("trusting the CA certificates of %s (mounted read-only at %s, not in the image)", ca, sandbox.CACertsPath)
+	}
 	sb, err := b.m.Create(ctx, sandbox.CreateOptions{
 		Image: img.Digest.String(), Network: network.Options{Mode: b.opts.Network},
-		Labels: map[string]string{"io.bothy.build": "1"},
+		Labels:  map[string]string{"io.bothy.build": "1"},
+		CACerts: ca, HTTPProxy: !b.opts.NoHTTPProxy,
 	})
 	if err != nil {
 		return oci.Layer{}, fmt.Errorf("start build sandbox: %w", err)

@@ -569,3 +569,63 @@ func checkOCIImage(t *testing.T, img ggcr.Image, wantDigest string) {
 		}
 	}
 }
+
+// A build behind a TLS-intercepting proxy: the setup script fetches from a
+// TLS server on the host's loopback whose CA the base image lacks. With
+// CACerts none the fetch fails verification; with the CA's file it works,
+// and neither the file, nor its mount point, nor the variables pointing at
+// it reach the image.
+func TestBuildCACerts(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, sandbox.PathsUnder(testenv.ShortTempDir(t)), testenv.Executor(t))
+	s := m.Store()
+	caFile, url := testenv.TLSServer(t)
+	setup := writeFile(t, "set -e\npython3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())' "+url+" > /etc/fetched\n")
+	opts := runtimeimage.Options{Setup: setup, Network: sandbox.NetworkHost, CACerts: sandbox.CACertsNone}
+	if _, err := runtimeimage.Build(ctx, m, opts); err == nil || !strings.Contains(err.Error(), "CERTIFICATE_VERIFY_FAILED") {
+		t.Fatalf("build without the CA: %v", err)
+	}
+	noSandboxes(t, m)
+
+	opts.CACerts = caFile
+	res, err := runtimeimage.Build(ctx, m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, m, res.Image, "cat /etc/fetched; test -e "+sandbox.CACertsPath+" && echo mounted; echo ${SSL_CERT_FILE:-unset}"); got != "hello through TLS\nunset" {
+		t.Errorf("the image: %q", got)
+	}
+	img, err := s.Resolve(ctx, res.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range img.Config.Config.Env {
+		if strings.Contains(kv, sandbox.CACertsPath) {
+			t.Errorf("the image's environment has %s", kv)
+		}
+	}
+	caPEM, _ := os.ReadFile(caFile)
+	body := strings.Split(string(caPEM), "\n")[1] // a line of the certificate's base64
+	for _, l := range img.Layers {
+		rc, err := s.OpenBlob(l.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(zr)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			data, _ := io.ReadAll(tr)
+			if strings.Contains(h.Name, "ca-certificates.crt") && strings.HasPrefix(h.Name, ".bothy") || strings.Contains(string(data), body) {
+				t.Errorf("layer %s holds %s (the CA)", l.Digest, h.Name)
+			}
+		}
+		rc.Close()
+	}
+}

@@ -90,6 +90,8 @@ type creation struct {
 	// addSnapshotLayers); "" for none.
 	snapshot      string
 	snapshotImage string // the snapshot's image, by the name it was run as
+	// caCerts is the host file mounted at CACertsPath ("": none).
+	caCerts string
 
 	// Decided.
 	hostname string
@@ -158,6 +160,12 @@ func (c *creation) checkOptions(context.Context) error {
 			return fmt.Errorf("invalid plugin %q: NAME or NAME:eager, NAME lower-case letters, digits and dashes", p)
 		}
 	}
+	ca, err := resolveCACerts(o.CACerts)
+	if err != nil {
+		return err
+	}
+	c.caCerts = ca
+	o.Env = trustEnv(o.Env, ca != "", o.HTTPProxy)
 	if c.m.opts.Executor == "" {
 		return errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
 	}
@@ -478,7 +486,7 @@ func (c *creation) specInput() specInput {
 	return specInput{
 		ID: c.id, Hostname: c.hostname, Rootfs: c.req.Rootfs, Rootless: c.rootless,
 		Network: c.net, Env: env, Workdir: cmp.Or(c.opts.Workdir, c.img.Config.Config.WorkingDir), Executor: c.m.opts.Executor,
-		EtcDir: filepath.Join(c.dir, "etc"), MainDir: mainDir, Args: args,
+		EtcDir: filepath.Join(c.dir, "etc"), MainDir: mainDir, Args: args, CACerts: c.caCerts,
 		Mounts: c.m.specMounts(c.id, c.mounts),
 		Cgroup: c.cgroup, Security: c.opts.Security, DiskQuota: c.diskMode == DiskQuota,
 		Host: hostFacts{CgroupNS: cgroups.IsCgroup2UnifiedMode(), LowerOOMScore: hasCapSysResource()},

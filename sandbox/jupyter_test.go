@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"image/png"
 	"os"
 	"strings"
@@ -333,4 +334,125 @@ func BenchmarkJupyter(b *testing.B) {
 		}
 		b.ReportMetric(float64(rss)/(1<<20), "kernel-MiB")
 	})
+}
+
+// OpenHands' agent skills, bothy's module: every kernel has imported them
+// before its first cell (from agentskills import *), and each prints
+// OpenHands' text and changes the files as OpenHands' do. The files are
+// read back through the executor's file API, not the kernel.
+func TestJupyterAgentSkills(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	img := jupyterImage(t, m)
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: img, Plugins: []string{"jupyter"}, Workdir: "/root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sb.Client()
+	defer c.Close()
+	run := func(code string) string {
+		t.Helper()
+		obs, _ := ipython(t, c, code, 0, nil)
+		return cell(t, obs, "/root")
+	}
+	file := func(path string) string {
+		t.Helper()
+		fc, err := c.ReadFile(ctx, path, client.ReadOptions{})
+		if err != nil {
+			t.Fatalf("read %s: %v", path, err)
+		}
+		return fc.Content
+	}
+	check := func(what, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s:\ngot  %q\nwant %q", what, got, want)
+		}
+	}
+	updated := func(line int) string {
+		return fmt.Sprintf("[File updated (edited at line %d). Please review the changes and make sure they are correct (correct indentation, no duplicate lines, etc). Edit the file again if necessary.]", line)
+	}
+
+	// Imported already, all of them, from bothy's module.
+	check("the skills", run("print(sorted(n for n in ['open_file', 'goto_line', 'scroll_down', 'scroll_up', 'create_file', 'edit_file_by_replace', 'insert_content_at_line', 'append_file', 'search_dir', 'search_file', 'find_file'] if callable(globals().get(n))))\nprint(open_file.__module__)"),
+		"['append_file', 'create_file', 'edit_file_by_replace', 'find_file', 'goto_line', 'insert_content_at_line', 'open_file', 'scroll_down', 'scroll_up', 'search_dir', 'search_file']\nagentskills")
+
+	check("create_file", run("create_file('src/app.py')"),
+		"[File: /root/src/app.py (1 lines total)]\n(this is the beginning of the file)\n1|\n(this is the end of the file)\n[File src/app.py created.]")
+	check("create_file's file", file("/root/src/app.py"), "\n")
+	check("create_file again", run("create_file('src/app.py')"), "ERROR: File 'src/app.py' already exists.")
+
+	check("append_file", run("append_file('src/app.py', 'def f():\\n    return 1\\n')"),
+		"[File: /root/src/app.py (2 lines total after edit)]\n(this is the beginning of the file)\n1|def f():\n2|    return 1\n(this is the end of the file)\n"+updated(1))
+	check("append_file's file", file("/root/src/app.py"), "def f():\n    return 1\n")
+
+	check("insert_content_at_line", run("insert_content_at_line('src/app.py', 2, '    y = 2')"),
+		"[File: /root/src/app.py (3 lines total after edit)]\n(this is the beginning of the file)\n1|def f():\n2|    y = 2\n3|    return 1\n(this is the end of the file)\n"+updated(2))
+	check("insert_content_at_line's file", file("/root/src/app.py"), "def f():\n    y = 2\n    return 1\n")
+	if got := run("insert_content_at_line('src/app.py', 9, 'x')"); !strings.HasPrefix(got, "[Error editing file src/app.py. Please confirm the file is correct.]\nInvalid line number: 9. Line numbers must be between 1 and 3 (inclusive).\nYour changes have NOT been applied.") {
+		t.Errorf("insert_content_at_line past the end: %q", got)
+	}
+
+	check("edit_file_by_replace", run("edit_file_by_replace('src/app.py', to_replace='return 1', new_content='return y * 21')"),
+		"[File: /root/src/app.py (3 lines total after edit)]\n(this is the beginning of the file)\n1|def f():\n2|    y = 2\n3|    return y * 21\n(this is the end of the file)\n"+updated(3))
+	check("edit_file_by_replace's file", file("/root/src/app.py"), "def f():\n    y = 2\n    return y * 21\n")
+	check("edit_file_by_replace, no match", run("edit_file_by_replace('src/app.py', 'nowhere', 'x')"),
+		"[No exact match found in src/app.py for\n```\nnowhere\n```\n]")
+	run("append_file('src/app.py', 'y = 2')")
+	check("edit_file_by_replace, twice", run("edit_file_by_replace('src/app.py', 'y = 2', 'z')"),
+		"ERROR: `to_replace` appears more than once, please include enough lines to make code in `to_replace` unique.")
+	check("the file after a refused edit", file("/root/src/app.py"), "def f():\n    y = 2\n    return y * 21\ny = 2\n")
+
+	// An edit that breaks a Python file is undone under ENABLE_AUTO_LINT.
+	got := run("import os; os.environ['ENABLE_AUTO_LINT'] = 'true'\nedit_file_by_replace('src/app.py', 'return y * 21', 'return (y')")
+	if !strings.HasPrefix(got, "[Your proposed edit has introduced new syntax error(s). Please understand the errors and retry your edit command.]\nERRORS:\nsrc/app.py:3:12: E999 SyntaxError: ") ||
+		!strings.Contains(got, "3|    return (y\n") || !strings.HasSuffix(got, "DO NOT re-run the same failed edit command. Running it again will lead to the same error.") {
+		t.Errorf("a lint error: %q", got)
+	}
+	check("the file after a lint error", file("/root/src/app.py"), "def f():\n    y = 2\n    return y * 21\ny = 2\n")
+
+	// The window: 250 lines, 100 at a time.
+	var long strings.Builder
+	for i := 1; i <= 250; i++ {
+		fmt.Fprintf(&long, "line %d\n", i)
+	}
+	if _, err := c.WriteFile(ctx, "/root/long.txt", strings.NewReader(long.String()), client.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	numbered := func(from, to int) string {
+		var b strings.Builder
+		for i := from; i <= to; i++ {
+			fmt.Fprintf(&b, "%d|line %d\n", i, i)
+		}
+		return b.String()
+	}
+	const head = "[File: /root/long.txt (250 lines total)]\n"
+	check("open_file", run("open_file('long.txt')"),
+		head+"(this is the beginning of the file)\n"+numbered(1, 100)+"(150 more lines below)\n[Use `scroll_down` to view the next 100 lines of the file!]")
+	check("scroll_down", run("scroll_down()"), head+"(100 more lines above)\n"+numbered(101, 201)+"(49 more lines below)")
+	check("scroll_down to the end", run("scroll_down()"), head+"(150 more lines above)\n"+numbered(151, 250)+"(this is the end of the file)")
+	check("scroll_up", run("scroll_up()"), head+"(100 more lines above)\n"+numbered(101, 201)+"(49 more lines below)")
+	check("goto_line", run("goto_line(120)"), head+"(69 more lines above)\n"+numbered(70, 170)+"(80 more lines below)")
+	check("goto_line past the end", run("goto_line(251)"), "ERROR: Line number must be between 1 and 250.")
+	check("open_file with context_lines", run("open_file('long.txt', 10, 5)"), head+"(7 more lines above)\n"+numbered(8, 12)+"(238 more lines below)\n[Use `scroll_down` to view the next 100 lines of the file!]")
+	check("open_file, no file", run("open_file('/nope')"), "ERROR: File /nope not found.")
+
+	check("search_file", run("search_file('line 2')"),
+		"[Found 62 matches for \"line 2\" in /root/long.txt]\nLine 2: line 2\n"+func() string {
+			var b strings.Builder
+			for i := 20; i <= 29; i++ {
+				fmt.Fprintf(&b, "Line %d: line %d\n", i, i)
+			}
+			for i := 200; i <= 250; i++ {
+				fmt.Fprintf(&b, "Line %d: line %d\n", i, i)
+			}
+			return b.String()
+		}()+"[End of matches for \"line 2\" in /root/long.txt]")
+	check("search_file, none", run("search_file('zzz', 'src/app.py')"), "[No matches found for \"zzz\" in src/app.py]")
+	check("search_dir", run("search_dir('y = 2', 'src')"),
+		"[Found 2 matches for \"y = 2\" in src]\nsrc/app.py (Line 2): y = 2\nsrc/app.py (Line 4): y = 2\n[End of matches for \"y = 2\" in src]")
+	check("search_dir, none", run("search_dir('zzz', 'src')"), "No matches found for \"zzz\" in src")
+	check("search_dir, no directory", run("search_dir('x', '/nope')"), "ERROR: Directory /nope not found")
+	check("find_file", run("find_file('app', '/root')"), "[Found 1 matches for \"app\" in /root]\n/root/src/app.py\n[End of matches for \"app\" in /root]")
+	check("find_file, none", run("find_file('zzz')"), "[No matches found for \"zzz\" in ./]")
 }

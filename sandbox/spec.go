@@ -20,7 +20,8 @@ const (
 	// Nothing else of bothy's is mounted into a sandbox but /etc/hosts,
 	// /etc/hostname, /etc/resolv.conf, with a main process MainDir, and,
 	// on an attached network, the network's description
-	// (api.NetworkInfoPath, read-only): the executor's socket is inherited
+	// (api.NetworkInfoPath, read-only), and with CreateOptions.CACerts the
+	// CA file (CACertsPath, read-only): the executor's socket is inherited
 	// (see listenSocket).
 	ExecutorPath = "/.bothy/bin/bothy-executor"
 )
@@ -51,6 +52,7 @@ type specInput struct {
 	Workdir      string
 	Executor     string // host path of the executor binary
 	EtcDir       string // host directory holding hosts, hostname, resolv.conf
+	CACerts      string // host file mounted read-only at CACertsPath; "": none
 	MainDir      string // host directory mounted at MainDir, "" without a main process
 	Args         []string
 	Mounts       []specs.Mount // volumes, mounted after bothy's own
@@ -127,6 +129,9 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	)
 	if in.MainDir != "" {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: MainDir, Type: "bind", Source: in.MainDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	}
+	if in.CACerts != "" {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: CACertsPath, Type: "bind", Source: in.CACerts, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 	}
 	if in.Network.Attach != nil {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: api.NetworkInfoPath, Type: "bind", Source: filepath.Join(in.EtcDir, networkInfoFile), Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})

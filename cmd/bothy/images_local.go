@@ -214,10 +214,11 @@ func newLoadCmd(g *globals) *cobra.Command {
 
 func newBuildCmd(g *globals) *cobra.Command {
 	var (
-		opts      runtimeimage.Options
-		pluginArg string
-		format    *outputFormat
-		tf        transferFlags
+		opts       runtimeimage.Options
+		pluginArg  string
+		buildProxy bool
+		format     *outputFormat
+		tf         transferFlags
 	)
 	cmd := &cobra.Command{
 		Use:   buildUsage.use,
@@ -240,6 +241,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 				return err
 			}
 			opts.Plugins = recipes
+			opts.NoHTTPProxy = !buildProxy
 			if opts.Epoch, err = sourceDateEpoch(); err != nil {
 				return err
 			}
@@ -269,6 +271,8 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 	f.BoolVar(&opts.Force, "force", false, "build from the base even if a tagged image exists")
 	f.StringVar(&opts.Network, "build-network", runtimeimage.DefaultNetwork,
 		"network of the build sandbox: bridge (outbound access, as plugin installs need), none (loopback only) or host (the host's)")
+	f.StringVar(&opts.CACerts, "ca-certs", "", "CA certificates the build sandbox trusts besides the image's, mounted read-only and never in the image: host (the host's bundle), none, or a PEM file (default: the host's bundle when there is one)")
+	f.BoolVar(&buildProxy, "http-proxy", true, "pass the host's proxy variables (http_proxy, https_proxy, no_proxy, upper case too) to the build sandbox")
 	format = formatFlag(f, "text", "json")
 	tf.add(f, &opts.Pull.AuthFile, " when pulling the base")
 	return cmd

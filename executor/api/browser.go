@@ -102,4 +102,21 @@ type BrowserState struct {
 	// Elements are the elements' extra properties by bid, when the tree
 	// was asked for.
 	Elements map[string]ElementProperties `json:"elements,omitempty"`
+	// SetOfMarks is the screenshot with a box and the bid of each element
+	// whose properties have set_of_marks, a PNG data URL, when the tree
+	// was asked for.
+	SetOfMarks string `json:"set_of_marks,omitempty"`
+	// Downloads are the files the actions downloaded, where they were
+	// saved.
+	Downloads []string `json:"downloads,omitempty"`
+}
+
+// ObservationDownload is OpenHands' FileDownloadObservation: a browser
+// action downloaded a file.
+const ObservationDownload = "download"
+
+// FileDownloadExtras are a download observation's extras.
+type FileDownloadExtras struct {
+	// FilePath is where the file was saved.
+	FilePath string `json:"file_path"`
 }

@@ -39,12 +39,12 @@ func axTree(p *rod.Page) (map[string]any, string, error) {
 		}
 	}
 	walk(doc.Root)
-	tree, err := proto.AccessibilityGetFullAXTree{}.Call(p)
+	all, err := mergedAXTree(p)
 	if err != nil {
-		return nil, "", fmt.Errorf("accessibility tree: %w", err)
+		return nil, "", err
 	}
-	nodes := make([]any, 0, len(tree.Nodes))
-	for _, n := range tree.Nodes {
+	nodes := make([]any, 0, len(all))
+	for _, n := range all {
 		b, err := json.Marshal(n)
 		if err != nil {
 			return nil, "", fmt.Errorf("accessibility tree: %w", err)
@@ -58,7 +58,63 @@ func axTree(p *rod.Page) (map[string]any, string, error) {
 		}
 		nodes = append(nodes, m)
 	}
-	return map[string]any{"nodes": nodes}, flatten(tree.Nodes, bids), nil
+	return map[string]any{"nodes": nodes}, flatten(all, bids), nil
+}
+
+// mergedAXTree is the accessibility tree of the page and of its frames, as
+// BrowserGym's extract_merged_axtree makes it: each frame's nodes (their
+// ids prefixed with the frame's, to keep them apart) hang below the node
+// of their frame element. A frame whose tree cannot be read (a
+// cross-origin frame in another process) is left out.
+func mergedAXTree(p *rod.Page) ([]*proto.AccessibilityAXNode, error) {
+	tree, err := proto.AccessibilityGetFullAXTree{}.Call(p)
+	if err != nil {
+		return nil, fmt.Errorf("accessibility tree: %w", err)
+	}
+	all := tree.Nodes
+	frames, err := proto.PageGetFrameTree{}.Call(p)
+	if err != nil {
+		return all, nil
+	}
+	var children func(t *proto.PageFrameTree)
+	children = func(t *proto.PageFrameTree) {
+		for _, c := range t.ChildFrames {
+			defer children(c) // once its own nodes are in
+			id := c.Frame.ID
+			owner, err := proto.DOMGetFrameOwner{FrameID: id}.Call(p)
+			if err != nil {
+				continue
+			}
+			sub, err := proto.AccessibilityGetFullAXTree{FrameID: id}.Call(p)
+			if err != nil || len(sub.Nodes) == 0 {
+				continue
+			}
+			var host *proto.AccessibilityAXNode
+			for _, n := range all {
+				if n.BackendDOMNodeID == owner.BackendNodeID {
+					host = n
+				}
+			}
+			if host == nil {
+				continue
+			}
+			prefix := string(id) + "_"
+			for _, n := range sub.Nodes {
+				n.NodeID = proto.AccessibilityAXNodeID(prefix) + n.NodeID
+				if n.ParentID != "" {
+					n.ParentID = proto.AccessibilityAXNodeID(prefix) + n.ParentID
+				}
+				for i := range n.ChildIDs {
+					n.ChildIDs[i] = proto.AccessibilityAXNodeID(prefix) + n.ChildIDs[i]
+				}
+			}
+			sub.Nodes[0].ParentID = host.NodeID
+			host.ChildIDs = append(host.ChildIDs, sub.Nodes[0].NodeID)
+			all = append(all, sub.Nodes...)
+		}
+	}
+	children(frames.FrameTree)
+	return all, nil
 }
 
 // skipRoles are the roles whose nodes flatten leaves out (their children

@@ -259,18 +259,33 @@ func (s *service) onElement(ctx context.Context, p *rod.Page, el *rod.Element, c
 	return fmt.Errorf("NameError: name '%s' is not defined", c.Name)
 }
 
-// findBid returns the element whose bid attribute is bid, in the document
-// or an open shadow root; BrowserGym's error when there is none.
+// findBid returns the element whose bid attribute is bid, in the document,
+// an open shadow root or a same-origin frame (found through rod's frame
+// of each frame element on the way, so that rod acts on it in its own
+// document); BrowserGym's error when there is none.
 func findBid(ctx context.Context, p *rod.Page, bid string) (*rod.Element, error) {
 	p = p.Context(ctx)
-	obj, err := p.Evaluate(rod.Eval(pageJS, "find", bid).ByObject())
-	if err != nil {
-		return nil, err
+	for depth := 0; depth < 16; depth++ {
+		obj, err := p.Evaluate(rod.Eval(pageJS, "find", bid).ByObject())
+		if err != nil {
+			return nil, err
+		}
+		if obj.Subtype == proto.RuntimeRemoteObjectSubtypeNull || obj.ObjectID == "" {
+			break
+		}
+		el, err := p.ElementFromObject(obj)
+		if err != nil {
+			return nil, err
+		}
+		if got, err := el.Attribute("bid"); err != nil || (got != nil && *got == bid) {
+			return el, err
+		}
+		// The frame element whose document holds it: go on in that frame.
+		if p, err = el.Frame(); err != nil {
+			return nil, err
+		}
 	}
-	if obj.Subtype == proto.RuntimeRemoteObjectSubtypeNull || obj.ObjectID == "" {
-		return nil, fmt.Errorf("ValueError: Could not find element with bid %q", bid)
-	}
-	return p.ElementFromObject(obj)
+	return nil, fmt.Errorf("ValueError: Could not find element with bid %q", bid)
 }
 
 // evalOn calls fn on the element; a non-empty string it returns is the

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
 	"image/png"
 	"os"
 	"regexp"
@@ -54,6 +55,19 @@ document.getElementById('out').textContent = 'Ordered ' + q.get('size') + ' for 
 </script>
 </body></html>
 `,
+	"frames.html": `<!doctype html><html><head><title>Frames</title></head><body>
+<h1>A page with a frame</h1>
+<p id="out">Nothing pressed</p>
+<p><a href="/data.txt" download="report.txt">Get the report</a></p>
+<iframe src="/inner.html" style="position: absolute; left: 600px; top: 300px; width: 400px; height: 200px; border: 2px solid black"></iframe>
+</body></html>
+`,
+	"inner.html": `<!doctype html><html><head><title>Inner</title></head><body style="margin: 10px">
+<label>Word <input id="word" type="text"></label>
+<button onclick="parent.document.getElementById('out').textContent = 'Pressed in the frame: ' + document.getElementById('word').value">Press</button>
+</body></html>
+`,
+	"data.txt": "report line 1\nreport line 2\n",
 	"page2.html": `<!doctype html><html><head><title>Two</title></head><body><h1>Page two</h1><ul><li>first</li><li>second</li></ul></body></html>
 `,
 }
@@ -530,4 +544,98 @@ func slicesContain(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// Beyond the top document: bids in a same-origin frame (lettered and
+// prefixed as BrowserGym's), acted on by bid, in the accessibility tree
+// and the properties; the set of marks drawn on the screenshot; a link's
+// download becoming OpenHands' download observation with the file saved.
+func TestBrowserFramesMarksDownloads(t *testing.T) {
+	b := newBrowserSandbox(t)
+	e := b.executor("/tmp/frames.sock")
+	const page = "http://127.0.0.1:8000/frames.html"
+	obs, ex := e.action("browse", map[string]any{"url": page})
+	if obs.Observation != "browse" || ex.Error || ex.SetOfMarks != "" {
+		t.Fatalf("browse: %+v %+v", obs, ex.LastBrowserActionError)
+	}
+	_, ex = e.action("browse_interactive", map[string]any{"browser_actions": "noop(0)", "return_axtree": true})
+
+	// The frame element is lettered; its elements carry its letter.
+	word, press := bidOf(t, ex, "textbox", "Word"), bidOf(t, ex, "button", "Press")
+	if !strings.HasPrefix(word, "a") || !strings.HasPrefix(press, "a") || word == "a" {
+		t.Errorf("bids in the frame: word %q, press %q", word, press)
+	}
+	pr, ok := ex.ExtraElementProperties[press]
+	if !ok || pr.BBox == nil || !pr.Clickable || !pr.SetOfMarks || pr.BBox[0] < 600 || pr.BBox[1] < 300 {
+		t.Errorf("the frame's button's properties (bbox in the page's viewport): %+v", pr)
+	}
+
+	// Acted on by bid: typed into and pressed in the frame.
+	obs, ex = e.action("browse_interactive", map[string]any{"browser_actions": fmt.Sprintf("fill(%q, 'inside')\nclick(%q)", word, press)})
+	if ex.Error || !strings.Contains(obs.Content, "Pressed in the frame: inside") {
+		t.Errorf("actions in the frame: %q\n%s", ex.LastBrowserActionError, obs.Content)
+	}
+	if ex.FocusedElementBID != press {
+		t.Errorf("focused element: %q, want the frame's button %q", ex.FocusedElementBID, press)
+	}
+
+	// The set of marks: the screenshot with the marked elements' boxes.
+	_, ex = e.action("browse_interactive", map[string]any{"browser_actions": "noop(0)", "return_axtree": true})
+	checkPNG(t, ex.SetOfMarks)
+	shot, marks := decodePNG(t, ex.Screenshot), decodePNG(t, ex.SetOfMarks)
+	pr = ex.ExtraElementProperties[press]
+	x, y := int(pr.BBox[0]), int(pr.BBox[1]+pr.BBox[3]/2) // the left edge of the frame's button
+	if near(shot, x, y) == near(marks, x, y) {
+		t.Errorf("no mark at the left edge (%d, %d) of the frame's button", x, y)
+	}
+	link := bidOf(t, ex, "link", "Get the report")
+	lp := ex.ExtraElementProperties[link]
+	if !lp.SetOfMarks || near(shot, int(lp.BBox[0]), int(lp.BBox[1]+lp.BBox[3]/2)) == near(marks, int(lp.BBox[0]), int(lp.BBox[1]+lp.BBox[3]/2)) {
+		t.Errorf("no mark on the link: %+v", lp)
+	}
+	if near(shot, 1270, 710) != near(marks, 1270, 710) {
+		t.Errorf("the set of marks differs from the screenshot far from any element")
+	}
+
+	// A download: OpenHands' observation, the file saved in the working
+	// directory.
+	obs, _ = e.action("browse_interactive", map[string]any{"browser_actions": fmt.Sprintf("click(%q)", link)})
+	var dl api.FileDownloadExtras
+	if err := obs.DecodeExtras(&dl); err != nil || obs.Observation != api.ObservationDownload || !strings.HasSuffix(dl.FilePath, "/file_1.txt") ||
+		obs.Content != fmt.Sprintf("Execution of the previous action click(%q) resulted in a file download. The downloaded file is saved at location: %s", link, dl.FilePath) {
+		t.Fatalf("download: %+v %v", obs, err)
+	}
+	if got := b.sh("cat "+dl.FilePath, ""); got != site["data.txt"] {
+		t.Errorf("downloaded file: %q", got)
+	}
+	// The browser goes on.
+	if obs, ex = e.action("browse", map[string]any{"url": page}); obs.Observation != "browse" || ex.Error {
+		t.Errorf("browse after the download: %+v", obs)
+	}
+}
+
+// decodePNG decodes a PNG data URL.
+func decodePNG(t *testing.T, dataURL string) image.Image {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(dataURL, "data:image/png;base64,"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// near is the colours of the pixels within 2 of (x, y), as text.
+func near(img image.Image, x, y int) string {
+	var b strings.Builder
+	for dx := -2; dx <= 2; dx++ {
+		for dy := -2; dy <= 2; dy++ {
+			r, g, bl, _ := img.At(x+dx, y+dy).RGBA()
+			fmt.Fprintf(&b, "%d,%d,%d;", r>>8, g>>8, bl>>8)
+		}
+	}
+	return b.String()
 }

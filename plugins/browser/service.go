@@ -1,14 +1,18 @@
 package browser
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	imagepng "image/png"
 	"net/http"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +53,8 @@ type service struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 
+	dl *downloads // the browser's downloads
+
 	mu       sync.Mutex
 	tabs     []*tab // in the order opened: open_pages_urls
 	active   int
@@ -87,6 +93,10 @@ func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, erro
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("start %s: no DevTools answer: %w; its log: %s", bin, err, c.tail())
+	}
+	if err := s.watchDownloads(filepath.Join(c.dir, "downloads"), env.Cwd); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("start browser: %w", err)
 	}
 	pages, err := s.b.Pages()
 	if err != nil {
@@ -240,6 +250,12 @@ func (s *service) Execute(ctx context.Context, a *api.Action) (*api.Observation,
 			DOMObject: map[string]any{}, AXTreeObject: map[string]any{}, ExtraElementProperties: map[string]api.ElementProperties{},
 		}), nil
 	}
+	if len(st.Downloads) > 0 {
+		// OpenHands' FileDownloadObservation (one file: the first).
+		return api.NewObservation(api.ObservationDownload, "Downloaded the file at location: "+st.Downloads[0],
+			"Execution of the previous action "+actions+" resulted in a file download. The downloaded file is saved at location: "+st.Downloads[0],
+			api.FileDownloadExtras{FilePath: st.Downloads[0]}), nil
+	}
 	ex := api.BrowserOutputExtras{
 		URL: st.URL, TriggerByAction: a.Action, Screenshot: st.Screenshot,
 		Error: st.Error != "", GoalImageURLs: []string{}, OpenPagesURLs: st.OpenPagesURLs, ActivePageIndex: st.ActivePageIndex,
@@ -247,7 +263,7 @@ func (s *service) Execute(ctx context.Context, a *api.Action) (*api.Observation,
 		LastBrowserAction: st.LastAction, LastBrowserActionError: st.Error, FocusedElementBID: st.FocusedElementBID,
 	}
 	if axtree {
-		ex.AXTreeObject, ex.ExtraElementProperties = st.axObject, st.Elements
+		ex.AXTreeObject, ex.ExtraElementProperties, ex.SetOfMarks = st.axObject, st.Elements, st.SetOfMarks
 	}
 	return api.NewObservation(api.ObservationBrowse, "Visited "+st.URL, st.Content, ex), nil
 }
@@ -283,6 +299,9 @@ func (s *service) run(ctx context.Context, actions string, axtree, props bool) (
 	}
 	st, err := s.observe(ctx, axtree, props)
 	if err != nil {
+		return nil, err
+	}
+	if st.Downloads, err = s.dl.collect(ctx); err != nil {
 		return nil, err
 	}
 	st.LastAction = strings.TrimSpace(actions)
@@ -357,6 +376,13 @@ func (s *service) observe(ctx context.Context, axtree, props bool) (*state, erro
 		return nil, fmt.Errorf("screenshot: %w", err)
 	}
 	st.Screenshot = "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
+	if props {
+		som, err := setOfMarks(p, png, page.Props)
+		if err != nil {
+			return nil, fmt.Errorf("set of marks: %w", err)
+		}
+		st.SetOfMarks = "data:image/png;base64," + base64.StdEncoding.EncodeToString(som)
+	}
 	for _, t := range s.tabs {
 		info, err := t.p.Context(ctx).Info()
 		if err != nil {
@@ -372,4 +398,57 @@ func (s *service) observe(ctx context.Context, axtree, props bool) (*state, erro
 		st.axObject, st.AXTree = obj, text
 	}
 	return st, nil
+}
+
+// setOfMarks draws on the screenshot png a box and the bid of each
+// element whose properties have set_of_marks (visible at least half and
+// clickable), as BrowserGym's overlay_som, in order of bid. The drawing
+// is done by the page's renderer on an OffscreenCanvas (the page's DOM is
+// not touched); what comes back must decode as a PNG of the screenshot's
+// size.
+func setOfMarks(p *rod.Page, png []byte, props map[string]api.ElementProperties) ([]byte, error) {
+	type mark struct {
+		BID  string     `json:"bid"`
+		BBox [4]float64 `json:"bbox"`
+	}
+	marks := []mark{}
+	for bid, pr := range props {
+		if pr.SetOfMarks && pr.BBox != nil {
+			marks = append(marks, mark{BID: bid, BBox: *pr.BBox})
+		}
+	}
+	slices.SortFunc(marks, func(a, b mark) int { return compareBIDs(a.BID, b.BID) })
+	res, err := p.Eval(pageJS, "som", map[string]any{"png": base64.StdEncoding.EncodeToString(png), "marks": marks})
+	if err != nil {
+		return nil, err
+	}
+	out, err := base64.StdEncoding.DecodeString(res.Value.Str())
+	if err != nil {
+		return nil, fmt.Errorf("the page's drawing is not base64: %w", err)
+	}
+	shot, err := imagepng.DecodeConfig(bytes.NewReader(png))
+	if err != nil {
+		return nil, err
+	}
+	got, err := imagepng.DecodeConfig(bytes.NewReader(out))
+	if err != nil || got.Width != shot.Width || got.Height != shot.Height {
+		return nil, fmt.Errorf("the page's drawing is not a %dx%d PNG (%v)", shot.Width, shot.Height, err)
+	}
+	return out, nil
+}
+
+// compareBIDs orders bids as numbers where they are numbers ("2" before
+// "10"), frame-prefixed ones after, by text.
+func compareBIDs(a, b string) int {
+	na, ea := strconv.Atoi(a)
+	nb, eb := strconv.Atoi(b)
+	switch {
+	case ea == nil && eb == nil:
+		return na - nb
+	case ea == nil:
+		return -1
+	case eb == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -182,9 +184,45 @@ func (k *kernel) start(ctx context.Context) error {
 		timer.Stop()
 		k.unwait(id)
 		if got {
-			return nil
+			return k.importSkills(ctx)
 		}
 	}
+}
+
+// agentSkills is bothy's agent skills module, which every kernel imports.
+//
+//go:embed agentskills.py
+var agentSkills []byte
+
+// importSkills puts the agent skills module in the kernel's private
+// directory, on its sys.path, and imports its functions into the kernel's
+// namespace (from agentskills import *), as OpenHands' runtime does: in a
+// silent cell, which neither counts nor prints.
+func (k *kernel) importSkills(ctx context.Context) error {
+	dir := filepath.Join(k.dir, "python")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("start kernel: agent skills: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agentskills.py"), agentSkills, 0o600); err != nil {
+		return fmt.Errorf("start kernel: agent skills: %w", err)
+	}
+	lit, _ := json.Marshal(dir)
+	code := "import sys as __bothy_sys\nif " + string(lit) + " not in __bothy_sys.path: __bothy_sys.path.insert(0, " + string(lit) + ")\ndel __bothy_sys\nfrom agentskills import *\n"
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var msg []string
+	rep, err := k.run(ctx, code, true, func(ev api.KernelEvent) {
+		if ev.Type == api.KernelError {
+			msg = append(msg, ev.Name+": "+ev.Value)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("start kernel: import agent skills: %w", err)
+	}
+	if rep.Status != "ok" {
+		return fmt.Errorf("start kernel: import agent skills: %s %s", rep.Status, strings.Join(msg, "; "))
+	}
+	return nil
 }
 
 // exited describes a kernel that ended during its start, with the end of
@@ -298,12 +336,19 @@ var interruptGrace = 3 * time.Second
 // not end within interruptGrace, the kernel is restarted: execute returns
 // a Reply that says so, and an error only when the kernel cannot run.
 func (k *kernel) execute(ctx context.Context, code string, emit func(api.KernelEvent)) (api.KernelReply, error) {
+	return k.run(ctx, code, false, emit)
+}
+
+// run is execute, of a silent cell (not in the history, not counted, no
+// result published) when silent: the executor's own, which ctx's end
+// abandons without interrupting the kernel.
+func (k *kernel) run(ctx context.Context, code string, silent bool, emit func(api.KernelEvent)) (api.KernelReply, error) {
 	p := k.process()
 	if !k.alive() {
 		return api.KernelReply{}, ErrKernelDied
 	}
 	id, ch, err := k.send(k.shell, "execute_request", map[string]any{
-		"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{},
+		"code": code, "silent": silent, "store_history": !silent, "user_expressions": map[string]any{},
 		"allow_stdin": false, "stop_on_error": true,
 	})
 	if err != nil {
@@ -321,6 +366,10 @@ func (k *kernel) execute(ctx context.Context, code string, emit func(api.KernelE
 		case m := <-ch:
 			k.handle(m, &rep, &gotReply, &isIdle, emit)
 		case <-done:
+			if silent {
+				// The executor's own cell: no interrupt, no restart.
+				return rep, ctx.Err()
+			}
 			done = nil
 			rep.Interrupted = true
 			p.Signal(syscall.SIGINT)

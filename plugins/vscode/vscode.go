@@ -1,15 +1,12 @@
 // Package vscode is the VS Code plugin: a VS Code server in the sandbox,
 // whose connection token the executor serves on
 // /vscode/connection_token. Its recipe installs code-server with npm from
-// the npm registry on top of Debian's Node.js. This build of the executor
-// does not run code-server yet: Start reports the plugin unavailable, and
-// the token is null, as OpenHands answers without VS Code.
+// the npm registry on top of Debian's Node.js. The service runs the
+// image's code-server with a fresh connection token as its password, on
+// port VSCODE_PORT (default 8080) of the sandbox's addresses.
 package vscode
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/bothy-sandbox/bothy/plugins"
 )
 
@@ -26,17 +23,16 @@ func (Plugin) Recipe() plugins.Recipe {
 	return plugins.Recipe{
 		Name:        "vscode",
 		Description: "VS Code in the browser (code-server from npm, on Debian's nodejs)",
-		Packages:    []string{"nodejs", "npm", "git"},
-		Run:         []string{"npm install --global --unsafe-perm --no-audit --no-fund code-server@4", "npm cache clean --force"},
-		Check:       "command -v code-server >/dev/null",
+		// code-server's npm package builds its native modules at install
+		// (node-gyp): a compiler, make, Python and Kerberos' headers.
+		Packages: []string{"nodejs", "npm", "git", "build-essential", "pkg-config", "python3", "libkrb5-dev"},
+		// 4.89.1 is the last code-server on Node.js 18, Debian 12's (later
+		// ones require Node.js 20, then 22 and 24, and their install
+		// script refuses another).
+		Run:   []string{"npm install --global --unsafe-perm --no-audit --no-fund code-server@4.89.1", "npm cache clean --force"},
+		Check: "command -v code-server >/dev/null",
 	}
 }
 
 // Actions: none; the plugin serves a connection token.
 func (Plugin) Actions() []string { return nil }
-
-// Start reports the plugin unavailable: this build does not run
-// code-server.
-func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
-	return nil, fmt.Errorf("start vscode: %w: this build of bothy-executor does not run code-server", plugins.ErrUnavailable)
-}
