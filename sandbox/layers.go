@@ -63,7 +63,13 @@ func (c *creation) checkAddedLayers(context.Context) error {
 	}
 	// The same layer twice is one lower directory twice, which overlay
 	// refuses (ELOOP): the top-most is kept, the lower copy adds nothing.
-	c.layers = keepTopmost(c.layers, func(l ipc.Layer) string { return l.DiffID })
+	// A snapshot's layer is a directory of its own, with no diff ID.
+	c.layers = keepTopmost(c.layers, func(l ipc.Layer) string {
+		if l.Snapshot != "" {
+			return "snapshot\x00" + l.Snapshot
+		}
+		return l.Store + "\x00" + l.DiffID
+	})
 	return nil
 }
 
