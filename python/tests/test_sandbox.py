@@ -75,11 +75,12 @@ def test_cli_refusals(bothy: str, root: str) -> None:
     with pytest.raises(CLIError) as e:
         Sandbox.create(bothy=bothy, root=root, network="nope")
     assert 'unknown network mode "nope"' in str(e.value) and e.value.returncode == 1
-    # Ports need an attached network: -p is passed through, and the CLI
-    # says what it makes of it on none.
+    # UDP ports need an attached network (TCP ones go through bothy's
+    # forwarder on none): -p is passed through, and the CLI says what it
+    # makes of it.
     with pytest.raises(CLIError) as e:
-        Sandbox.create(bothy=bothy, root=root, ports={8080: 80})
-    assert "-p" in e.value.argv and "8080:80" in e.value.argv
+        Sandbox.create(bothy=bothy, root=root, ports=["8080:80/udp"])
+    assert "-p" in e.value.argv and "8080:80/udp" in e.value.argv
     assert e.value.stderr and str(e.value).startswith("bothy run: ") and "--network bridge" in str(e.value)
     with pytest.raises(CLIError) as e:
         Sandbox.create("no-such-image:1", bothy=bothy, root=root)
