@@ -200,13 +200,19 @@ test-bins: build test-images
 
 # The unprivileged user the tests' second half and the rootless benchmarks
 # run as, set up in this one place: created if missing, with a subordinate id
-# range and a delegated cgroup subtree. Without root, the caller is that user.
+# range and a delegated cgroup subtree, and the kernel's per-user key quota
+# raised (every sandbox's init makes a session keyring, freed some minutes
+# after it ends: the default 200 keys run out in the kill tests; see
+# docs/operator.md). Without root, the caller is that user.
 .PHONY: test-user
 test-user: ## As root: create $(TEST_USER) with a subordinate id range and a delegated cgroup subtree (idempotent).
 	@if [ "$$(id -u)" = 0 ]; then \
 		id -u $(TEST_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(TEST_USER); \
 		grep -q "^$(TEST_USER):" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(TEST_USER); \
 		./scripts/delegate-cgroups.sh $(TEST_USER) >/dev/null; \
+		for k in maxkeys:20000 maxbytes:2000000; do \
+			f=/proc/sys/kernel/keys/$${k%%:*}; [ "$$(cat $$f)" -ge "$${k#*:}" ] || echo "$${k#*:}" > $$f; \
+		done; \
 	fi
 
 .PHONY: test-root
