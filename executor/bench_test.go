@@ -10,6 +10,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/executor/reap"
 )
 
 // BenchmarkRunTrue is the round trip of POST /v1/processes {"argv":["true"],
@@ -144,5 +145,23 @@ func benchKeystroke(b *testing.B, typer func(*testServer, string) func(byte), re
 		if _, err := io.ReadFull(out, buf); err != nil || buf[0] != 'x' {
 			b.Fatalf("echo %q %v", buf, err)
 		}
+	}
+}
+
+// BenchmarkNewServer is the construction of a Server (services and route
+// table), on the path to ready at every start and in every pool claim.
+func BenchmarkNewServer(b *testing.B) {
+	r, err := reap.New(reap.Options{Mode: reap.PerProcess})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := executor.New(executor.Options{APIKey: "k", Reaper: r})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
 	}
 }

@@ -133,16 +133,11 @@ func (m *Manager) resolveSnapshotRef(ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var match string
-	for _, id := range ids {
-		if strings.HasPrefix(id, ref) {
-			if match != "" {
-				return "", fmt.Errorf("%w: snapshot ID prefix %s is ambiguous", ErrSnapshotNotFound, ref)
-			}
-			match = id
-		}
-	}
-	if match == "" {
+	match, ambiguous := uniquePrefix(ids, ref)
+	switch {
+	case ambiguous:
+		return "", fmt.Errorf("%w: snapshot ID prefix %s is ambiguous", ErrSnapshotNotFound, ref)
+	case match == "":
 		return "", fmt.Errorf("%w: %s", ErrSnapshotNotFound, ref)
 	}
 	return match, nil

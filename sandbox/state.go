@@ -571,17 +571,26 @@ func (p Paths) resolve(ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var match string
+	match, ambiguous := uniquePrefix(ids, ref)
+	switch {
+	case ambiguous:
+		return "", fmt.Errorf("%w: %s", ErrAmbiguous, ref)
+	case match == "":
+		return "", fmt.Errorf("%w: %s", ErrNotFound, ref)
+	}
+	return match, nil
+}
+
+// uniquePrefix is the one of ids that starts with ref: "" when none does,
+// ambiguous when more than one does.
+func uniquePrefix(ids []string, ref string) (match string, ambiguous bool) {
 	for _, id := range ids {
 		if strings.HasPrefix(id, ref) {
 			if match != "" {
-				return "", fmt.Errorf("%w: %s", ErrAmbiguous, ref)
+				return "", true
 			}
 			match = id
 		}
 	}
-	if match == "" {
-		return "", fmt.Errorf("%w: %s", ErrNotFound, ref)
-	}
-	return match, nil
+	return match, false
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -90,14 +89,7 @@ func (c *Client) PortSocket(ctx context.Context, port int) (*net.TCPConn, error)
 		return fail(err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		var eb api.ErrorBody
-		if json.Unmarshal(b, &eb) != nil || eb.Error == nil {
-			eb.Error = &api.Error{Code: "http_" + strconv.Itoa(resp.StatusCode), Message: string(b)}
-		}
-		eb.Error.Status = resp.StatusCode
-		return fail(eb.Error)
+		return fail(answerError(resp))
 	}
 	if len(fds) != 1 {
 		return fail(fmt.Errorf("%w: %d descriptors with the answer", ErrNotTCPSocket, len(fds)))

@@ -3,7 +3,6 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,14 +54,7 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 		return fail(fmt.Errorf("forward port %d: %w", port, err))
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		var eb api.ErrorBody
-		if json.Unmarshal(b, &eb) != nil || eb.Error == nil {
-			eb.Error = &api.Error{Code: "http_" + strconv.Itoa(resp.StatusCode), Message: string(b)}
-		}
-		eb.Error.Status = resp.StatusCode
-		return fail(eb.Error)
+		return fail(answerError(resp))
 	}
 	if !stop() {
 		return fail(ctx.Err())

@@ -25,6 +25,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/files"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/internal/budget"
+	"github.com/bothy-sandbox/bothy/executor/internal/users"
 	"github.com/bothy-sandbox/bothy/internal/passwd"
 )
 
@@ -117,14 +118,13 @@ func (s *Service) newOwner(fq fileQuery) (*files.Owner, error) {
 		return nil, nil
 	case fq.user == "":
 		return s.opts.Owner, nil
-	case passwd.IsRoot(fq.user):
-		return nil, nil
-	case s.opts.LookupUser == nil:
-		return nil, httpapi.BadRequest(fmt.Errorf("user %q: users cannot be looked up here", fq.user))
 	}
-	c, err := s.opts.LookupUser(fq.user)
+	c, err := users.Resolve(fq.user, nil, s.opts.LookupUser)
 	if err != nil {
 		return nil, httpapi.BadRequest(fmt.Errorf("user %q: %w", fq.user, err))
+	}
+	if c == nil { // root: the executor's own
+		return nil, nil
 	}
 	return &files.Owner{UID: int(c.UID), GID: int(c.GID)}, nil
 }

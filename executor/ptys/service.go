@@ -222,15 +222,7 @@ func (s *Service) command(req *api.PtyRequest, env []string) (string, []string, 
 // user resolves the user a request names: the default when none, the
 // executor's own for root.
 func (s *Service) user(spec string) (*passwd.Cred, error) {
-	switch {
-	case spec == "":
-		return s.opts.User, nil
-	case passwd.IsRoot(spec):
-		return nil, nil
-	case s.opts.LookupUser == nil:
-		return nil, startFailed("as "+spec, errors.New("users cannot be looked up here"))
-	}
-	c, err := s.opts.LookupUser(spec)
+	c, err := users.Resolve(spec, s.opts.User, s.opts.LookupUser)
 	if err != nil {
 		return nil, startFailed("as "+spec, err)
 	}

@@ -32,31 +32,10 @@ const (
 // /dev/shm of a sandbox is too small for a renderer with large pages.
 const minShm = 512 << 20
 
-// lookPath finds an executable named file in the directories of the PATH
-// in environ (the sandbox's, not the executor's own).
-func lookPath(environ []string, file string) (string, error) {
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, file)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
-}
-
 // findChromium returns the path of the Chromium to run.
 func findChromium(environ []string) (string, error) {
 	for _, b := range binaries {
-		if p, err := lookPath(environ, b); err == nil {
+		if p, err := plugins.LookPath(environ, b); err == nil {
 			return p, nil
 		}
 	}

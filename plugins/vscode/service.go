@@ -51,7 +51,7 @@ func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, erro
 	if env.Reaper == nil {
 		return nil, errors.New("start vscode: no reaper")
 	}
-	bin, err := lookPath(env.Environ, "code-server")
+	bin, err := plugins.LookPath(env.Environ, "code-server")
 	if err != nil {
 		return nil, fmt.Errorf("start vscode: %w: no code-server on the sandbox's PATH: build the image with `bothy build --plugins vscode`", plugins.ErrUnavailable)
 	}
@@ -201,25 +201,4 @@ next:
 		out = append(out, kv)
 	}
 	return out
-}
-
-// lookPath finds an executable named file in the PATH of environ (the
-// sandbox's, not the executor's own).
-func lookPath(environ []string, file string) (string, error) {
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, file)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }

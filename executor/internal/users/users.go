@@ -26,6 +26,24 @@ var (
 	GIDMap     = "/proc/self/gid_map"
 )
 
+// ErrNoLookup: a request named a user, and the service was given no way
+// to look users up.
+var ErrNoLookup = errors.New("users cannot be looked up here")
+
+// Resolve is the user a request names: def when it names none, nil (the
+// executor's own) for root, else what lookup resolves spec to.
+func Resolve(spec string, def *passwd.Cred, lookup func(string) (*passwd.Cred, error)) (*passwd.Cred, error) {
+	switch {
+	case spec == "":
+		return def, nil
+	case passwd.IsRoot(spec):
+		return nil, nil
+	case lookup == nil:
+		return nil, ErrNoLookup
+	}
+	return lookup(spec)
+}
+
 // Lookup resolves spec, and checks that its ids are mapped in the
 // executor's user namespace (a rootless sandbox with a single id maps only
 // root).
