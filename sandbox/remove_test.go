@@ -266,3 +266,57 @@ func TestRemoveKillsStrays(t *testing.T) {
 	}
 	assertGone(t, m, sb)
 }
+
+// PruneSlurmJob (an Epilog=) removes the sandboxes of exactly the job it
+// is given: the Epilog of an array's meta task, whose own job ID is the
+// array's, leaves its sibling tasks' sandboxes running; ARRAY_TASK and
+// ARRAY_* select one task and every task.
+func TestPruneSlurmJob(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	create := func(name string, job sandbox.SlurmJob) string {
+		sb, err := m.Create(ctx, sandbox.CreateOptions{Name: name, Image: "busybox", Slurm: &job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.ID
+	}
+	meta := create("meta", sandbox.SlurmJob{JobID: "7", ArrayJobID: "7", ArrayTaskID: "2"})
+	task0 := create("task0", sandbox.SlurmJob{JobID: "8", ArrayJobID: "7", ArrayTaskID: "0"})
+	task1 := create("task1", sandbox.SlurmJob{JobID: "9", ArrayJobID: "7", ArrayTaskID: "1"})
+	other := create("other", sandbox.SlurmJob{JobID: "70"})
+	for _, c := range []struct {
+		sel     string
+		removed []string
+	}{
+		{"7", []string{meta}},
+		{"7_", nil},
+		{"_0", nil},
+		{"7_0", []string{task0}},
+		{"7_*", []string{task1}},
+		{"70", []string{other}},
+	} {
+		removed, err := m.PruneSlurmJob(ctx, c.sel)
+		if err != nil {
+			t.Fatalf("PruneSlurmJob(%q): %v", c.sel, err)
+		}
+		if !slices.Equal(removed, c.removed) {
+			t.Errorf("PruneSlurmJob(%q) removed %v, want %v", c.sel, removed, c.removed)
+		}
+		// The others still run, untouched.
+		left := statusOf(t, m)
+		for _, id := range c.removed {
+			if st, ok := left[id]; ok {
+				t.Errorf("PruneSlurmJob(%q): %s still listed (%s)", c.sel, id[:12], st)
+			}
+		}
+		for id, st := range left {
+			if st != sandbox.StatusRunning {
+				t.Errorf("after PruneSlurmJob(%q): %s is %s, want running", c.sel, id[:12], st)
+			}
+		}
+	}
+	if _, err := m.PruneSlurmJob(ctx, ""); err == nil {
+		t.Error("PruneSlurmJob(\"\"): no error")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // SlurmJob is the Slurm job (and step) a sandbox was created in, as Slurm
@@ -16,16 +17,34 @@ type SlurmJob struct {
 	ArrayTaskID string `json:"array_task_id,omitempty"`
 }
 
-// InJob reports whether sb was created in Slurm job id (its job ID, or the
-// array job ID of its task).
+// InJob reports whether sb was created in the Slurm job that id selects:
+// JOB is the job whose SLURM_JOB_ID is JOB, exactly (an array task's own
+// job ID selects that task only: the array's meta record has the array's
+// job ID as its own, and the Epilog= of that one task must not end its
+// siblings); ARRAY_TASK is one task of an array (as squeue prints it);
+// ARRAY_* is every task of array ARRAY.
 func (sb *Sandbox) InJob(id string) bool {
-	return sb.Slurm != nil && id != "" && (sb.Slurm.JobID == id || sb.Slurm.ArrayJobID == id)
+	if sb.Slurm == nil || id == "" {
+		return false
+	}
+	array, task, isTask := strings.Cut(id, "_")
+	switch {
+	case !isTask:
+		return sb.Slurm.JobID == id
+	case array == "" || task == "":
+		return false
+	case task == "*":
+		return sb.Slurm.ArrayJobID == array
+	default:
+		return sb.Slurm.ArrayJobID == array && sb.Slurm.ArrayTaskID == task
+	}
 }
 
-// PruneSlurmJob stops and removes every sandbox created in Slurm job id,
-// running or not: what a job left when it ended (an Epilog= runs it, see
-// docs/slurm.md). It returns the IDs removed; a sandbox it could not
-// remove is in the error, the others are removed all the same.
+// PruneSlurmJob stops and removes every sandbox created in the Slurm job
+// id selects (see InJob), running or not: what a job left when it ended
+// (an Epilog= runs it, see docs/slurm.md). It returns the IDs removed; a
+// sandbox it could not remove is in the error, the others are removed all
+// the same.
 func (m *Manager) PruneSlurmJob(ctx context.Context, id string) ([]string, error) {
 	if id == "" {
 		return nil, errors.New("prune: empty Slurm job ID")

@@ -477,7 +477,7 @@ func newPsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
-	cmd.Flags().StringVar(&job, "slurm-job", "", "only the sandboxes created in this Slurm job (job ID, or an array's job ID)")
+	cmd.Flags().StringVar(&job, "slurm-job", "", "only the sandboxes created in this Slurm job: its SLURM_JOB_ID; ARRAY_TASK for one task of an array, ARRAY_* for all its tasks")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print sandbox IDs only, one a line (bothy ps -aq | xargs bothy rm -f)")
 	format = formatFlag(cmd.Flags(), "table", "json")
 	return cmd
@@ -670,7 +670,7 @@ func newPruneCmd(g *globals) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&job, "slurm-job", "", "stop and remove the sandboxes created in this Slurm job (job ID, or an array's job ID), running or not")
+	cmd.Flags().StringVar(&job, "slurm-job", "", "stop and remove the sandboxes created in this Slurm job, running or not: its SLURM_JOB_ID (what an Epilog= has); ARRAY_TASK for one task of an array, ARRAY_* for all its tasks")
 	return cmd
 }
 

@@ -56,7 +56,7 @@ def main() -> None:
     cancelled = slurm.submit(tasks=[["sleep", "1000"]], workdir=os.path.join(workdir, "cancel"), image_stores=[store], bothy=bothy)
     running = False
     for _ in range(600):
-        out = subprocess.run([bothy, "ps", "--slurm-job", cancelled.job_id, "-q"], capture_output=True, text=True).stdout
+        out = subprocess.run([bothy, "ps", "--slurm-job", cancelled.job_id + "_*", "-q"], capture_output=True, text=True).stdout
         if out.strip():
             running = True
             break
@@ -65,7 +65,7 @@ def main() -> None:
     cres = list(cancelled.results(poll=0.5, timeout=300))
     left = ""
     for _ in range(100):
-        left = subprocess.run([bothy, "ps", "--slurm-job", cancelled.job_id, "-q"], capture_output=True, text=True).stdout.strip()
+        left = subprocess.run([bothy, "ps", "--slurm-job", cancelled.job_id + "_*", "-q"], capture_output=True, text=True).stdout.strip()
         if not left:
             break
         time.sleep(0.5)
