@@ -183,7 +183,8 @@ TEST_ENV   = PYTHON=$(PYTHON) BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(
              BOTHY_VSCODE_IMAGE=$(CACHE)/vscode-image.oci.tar
 
 .PHONY: test
-test: build test-root test-rootless ## Set up, build, and pass every test as root and as an unprivileged user.
+test: build test-bins test-user ## Set up, build, and pass every test as root and as an unprivileged user (as root, both at once).
+	@./scripts/test-halves.sh "$(BIN)/tests" $(if $(filter 0,$(shell id -u)),$(TEST_USER),"") $(TEST_ENV)
 
 # $(call test-name,PKG): a test binary's name, its package directory with
 # _ for / ("module" for the module's root, whose test checks every package).
