@@ -17,9 +17,12 @@ fi
 out=$(mktemp -d /tmp/bothy-halves.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
-"$here/run-tests.sh" "$dir" "" "$@" >"$out/root" 2>&1 &
+# A non-interactive shell starts background commands with SIGINT and
+# SIGQUIT ignored, which every process they start would inherit (a test's
+# Ctrl-C would interrupt nothing): env restores the defaults.
+env --default-signal=INT,QUIT "$here/run-tests.sh" "$dir" "" "$@" >"$out/root" 2>&1 &
 root=$!
-"$here/run-tests.sh" "$dir" "$user" "$@" >"$out/user" 2>&1 &
+env --default-signal=INT,QUIT "$here/run-tests.sh" "$dir" "$user" "$@" >"$out/user" 2>&1 &
 rootless=$!
 wait "$root"; rc_root=$?
 cat "$out/root"
