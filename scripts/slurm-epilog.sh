@@ -11,18 +11,22 @@
 # BOTHY: the bothy binary (default: bothy on PATH). The job's sandboxes are
 # found in the user's default state directories: a job that set BOTHY_ROOT
 # is pruned only when BOTHY_EPILOG_ROOT names the same directory.
+# BOTHY_EPILOG_TIMEOUT (seconds, default 120) bounds the prune: a job stays
+# COMPLETING until its epilog ends, and a prune that hung would hold it
+# there (what a killed prune leaves, the next bothy prune removes).
 set -u
 BOTHY=${BOTHY:-bothy}
 [ -n "${SLURM_JOB_ID:-}" ] || { echo "slurm-epilog: SLURM_JOB_ID is not set" >&2; exit 0; }
 user=${SLURM_JOB_USER:-root}
+limit=${BOTHY_EPILOG_TIMEOUT:-120}
 root_args=""
 [ -n "${BOTHY_EPILOG_ROOT:-}" ] && root_args="--root $BOTHY_EPILOG_ROOT"
 if [ "$user" = root ] || [ "$(id -un)" = "$user" ]; then
 	# shellcheck disable=SC2086
-	env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+	timeout -k 5 "$limit" env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
 else
 	# shellcheck disable=SC2086
-	runuser -u "$user" -- env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+	timeout -k 5 "$limit" runuser -u "$user" -- env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
 fi
 # An epilog that fails drains the node: a sandbox that could not be
 # removed is reported in slurmd's log, not by draining.
