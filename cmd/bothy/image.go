@@ -200,7 +200,14 @@ sandboxes use its layers in place as overlay lower directories. See docs/slurm.m
 		},
 	}
 	export.Flags().StringVar(&store, "store", "", "the shared image store's directory")
-	cmd.AddCommand(prune, ls, rm, newTagCmd(g), newPullCmd(g), newImportCmd(g), export)
+	inspect := newInspectCmd(g)
+	inspect.Use, inspect.Short = "inspect [--format json|TEMPLATE] IMAGE...", "Show images as JSON (podman's keys), or through a Go template"
+	inspect.Long = ""
+	if err := inspect.Flags().Set("type", "image"); err != nil {
+		panic(err)
+	}
+	inspect.Flags().Lookup("type").DefValue = "image"
+	cmd.AddCommand(prune, ls, rm, inspect, newTagCmd(g), newPullCmd(g), newImportCmd(g), export)
 	return cmd
 }
 

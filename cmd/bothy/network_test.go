@@ -54,7 +54,8 @@ func TestRunNetworkFlags(t *testing.T) {
 	if ps := c.ok("ps"); !strings.Contains(ps, "PORTS") || !strings.Contains(ps, "127.0.0.1:"+m[1]+"->8000/tcp, 127.0.0.1:"+m[2]+"->9000/udp") {
 		t.Errorf("ps:\n%s", ps)
 	}
-	if in := c.inspectView(id); in.NetworkSettings.Driver != "bridge" || in.HostConfig.NetworkMode != "bridge" || in.NetworkSettings.IPAddress == "" ||
+	// (The bridge mode's driver is pasta or slirp4netns rootless.)
+	if in := c.inspectView(id); in.NetworkSettings.Driver == "" || in.HostConfig.NetworkMode != "bridge" || in.NetworkSettings.Mode != "bridge" || in.NetworkSettings.IPAddress == "" ||
 		len(in.NetworkSettings.Ports["8000/tcp"]) != 1 || in.NetworkSettings.Ports["8000/tcp"][0].HostPort != m[1] || in.NetworkSettings.Ports["9000/udp"][0].HostPort != m[2] {
 		t.Fatalf("inspect: %+v", in.NetworkSettings)
 	}

@@ -99,6 +99,12 @@ func TestPodmanKeys(t *testing.T) {
 	if out := c.ok("inspect", "--format", "{{.Id}} {{len .RootFS.Layers}}", row.Image); out != images[0].Id+" 1\n" {
 		t.Errorf("inspect --format of an image: %q", out)
 	}
+	if out := c.ok("image", "inspect", "-f", "{{.ID}}", row.Image); out != images[0].Id+"\n" {
+		t.Errorf("image inspect -f '{{.ID}}': %q", out)
+	}
+	if _, errOut, code := c.run("", "image", "inspect", "box"); code == 0 || !strings.Contains(errOut, "box") {
+		t.Errorf("image inspect of a sandbox: exit %d %q", code, errOut)
+	}
 	if _, errOut, code := c.run("", "inspect", "--type", "image", "box"); code == 0 || !strings.Contains(errOut, "box") {
 		t.Errorf("inspect --type image of a sandbox: exit %d %q", code, errOut)
 	}
