@@ -100,7 +100,10 @@ func (f *templateFormat) Set(s string) error {
 	}
 	text := s
 	table := false
-	if rest, ok := strings.CutPrefix(s, "table "); ok && slices.Contains(f.choices, "table") {
+	if rest, ok := strings.CutPrefix(s, "table "); ok {
+		if !slices.Contains(f.choices, "table") {
+			return fmt.Errorf("unknown format %q: no table here: use %s, or a Go template such as '{{.ID}}'", s, strings.Join(f.choices, " or "))
+		}
 		text, table = rest, true
 	}
 	if !strings.Contains(text, "{{") {

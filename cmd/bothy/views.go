@@ -146,7 +146,11 @@ func (r psRow) Names() string { return strings.Join(r.psView.Names, ",") }
 func (r psRow) Ports() string {
 	var s []string
 	for _, p := range r.psView.Ports {
-		s = append(s, fmt.Sprintf("%s->%d/%s", netip.AddrPortFrom(netip.MustParseAddr(p.HostIP), p.HostPort), p.ContainerPort, p.Protocol))
+		host := p.HostIP + ":" + strconv.Itoa(int(p.HostPort))
+		if ip, err := netip.ParseAddr(p.HostIP); err == nil {
+			host = netip.AddrPortFrom(ip, p.HostPort).String()
+		}
+		s = append(s, fmt.Sprintf("%s->%d/%s", host, p.ContainerPort, p.Protocol))
 	}
 	return strings.Join(s, ", ")
 }
