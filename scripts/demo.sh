@@ -21,7 +21,7 @@ run "$bothy" run --rm "${lim[@]}" -v "$work:/work:overlay" -w /work -- \
 	sh -c 'python3 main.py; echo changed > main.py; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null || true'
 run cat "$work/main.py"   # the overlay volume left the host directory alone
 rm -rf "$work"
-sock=$("$bothy" inspect "demo-$$" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["socket"])')
+sock=$("$bothy" inspect --format '{{.Socket}}' "demo-$$")
 run curl -s --unix-socket "$sock" http://bothy/alive
 echo
 run "$bothy" rm -f "demo-$$"

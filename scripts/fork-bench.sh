@@ -28,7 +28,7 @@ workspace() { # SANDBOX: fills its /work
 		done; sync'
 }
 
-upper() { "$B" inspect "$1" | sed -n 's/.*"upper_dir": "\(.*\)".*/\1/p'; }
+upper() { "$B" inspect --format '{{.UpperDir}}' "$1"; }
 
 "$B" run -d --name fb1 >/dev/null
 workspace fb1
@@ -48,7 +48,7 @@ fork8_ms=$(ms "$t0" "$t1")
 # Every child answers: ready means its executor serves a command.
 for i in 1 2 3 4 5 6 7 8; do "$B" exec eight-$i -- test -s /work/big; done
 
-layer=$("$B" snapshot ls --format json | sed -n 's/.*"dir": "\(.*\)".*/\1/p' | tail -1)
+layer=$("$B" snapshot ls --format '{{.Dir}}' | tail -1)
 children=$(for i in 1 2 3 4 5 6 7 8; do dirname "$(upper eight-$i)"; done)
 # shellcheck disable=SC2086
 kids_kb=$(du -sk $children | awk '{s+=$1} END {print s}')

@@ -14,8 +14,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // viewScript prints what a sandbox sees under the directories given as
@@ -94,7 +92,7 @@ func roundTrip(t *testing.T, c *cli, script string, hostSide func(upper string))
 	defer c.ok("rm", "-f", "agent")
 	c.ok("exec", "agent", "--", "sh", "-c", script)
 	if hostSide != nil {
-		hostSide(c.inspect("agent").UpperDir)
+		hostSide(c.inspectView("agent").UpperDir)
 	}
 	dirs := []string{"/t", "/etc"}
 	want := c.view("agent", dirs...)
@@ -113,15 +111,6 @@ func roundTrip(t *testing.T, c *cli, script string, hostSide func(upper string))
 		t.Errorf("the sandbox's view changed after commit:\n%s", lineDiff(want, got))
 	}
 	return readTar(t, layer)
-}
-
-func (c *cli) inspect(ref string) sandbox.Sandbox {
-	c.t.Helper()
-	var list []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(c.ok("inspect", ref)), &list); err != nil || len(list) != 1 {
-		c.t.Fatalf("inspect %s: %v", ref, err)
-	}
-	return list[0]
 }
 
 func readTar(t *testing.T, file string) map[string]*tar.Header {
@@ -333,7 +322,7 @@ func TestCommitExcludesOwnFiles(t *testing.T) {
 		}
 	}
 	// The upper directory does hold those mount points.
-	upper := c.inspect("own").UpperDir
+	upper := c.inspectView("own").UpperDir
 	if _, err := os.Lstat(filepath.Join(upper, ".bothy")); err != nil {
 		t.Errorf("the test's premise: %v", err)
 	}

@@ -5,8 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // TestDiskCLI: --disk reaches the sandbox (root: writes past it fail,
@@ -37,13 +35,13 @@ func TestDiskCLI(t *testing.T) {
 		t.Errorf("100 MiB under --disk 64m: exit %d, %q", code, errOut)
 	}
 	c.ok("exec", id, "--", "true")
-	var inspected []sandbox.Sandbox
+	var inspected []inspectView
 	if err := json.Unmarshal([]byte(c.ok("inspect", id)), &inspected); err != nil || len(inspected) != 1 {
 		t.Fatalf("inspect: %v", err)
 	}
 	sb := inspected[0]
-	if sb.Limits.Disk != 64<<20 || sb.Disk == nil || sb.Usage == nil || sb.Usage.DiskBytes < 32<<20 {
-		t.Fatalf("inspect: limits %+v, disk %+v, usage %+v", sb.Limits, sb.Disk, sb.Usage)
+	if sb.HostConfig.DiskLimit != 64<<20 || sb.Disk == nil || sb.Usage == nil || sb.Usage.DiskBytes < 32<<20 {
+		t.Fatalf("inspect: limits %+v, disk %+v, usage %+v", sb.HostConfig, sb.Disk, sb.Usage)
 	}
 	c.ok("rm", "-f", id)
 	if sb.Disk.Image != "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
-	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // in returns c for the subtest t.
@@ -172,11 +170,7 @@ func TestExecInterruptLeavesNothing(t *testing.T) {
 		c.waitNoSleep("intbox")
 	})
 
-	var list []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(c.ok("inspect", "intbox")), &list); err != nil || len(list) != 1 {
-		t.Fatalf("inspect: %v", err)
-	}
-	gc := list[0].Client()
+	gc := c.record("intbox").Client()
 	defer gc.Close()
 
 	t.Run("Go client stream cancelled", func(t *testing.T) {

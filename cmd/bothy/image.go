@@ -51,7 +51,7 @@ func newImportCmd(g *globals) *cobra.Command {
 }
 
 func newImagesCmd(g *globals) *cobra.Command {
-	var format *outputFormat
+	var format *templateFormat
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "images",
@@ -72,11 +72,19 @@ func newImagesCmd(g *globals) *cobra.Command {
 				}
 				return nil
 			}
-			if format.value == "json" {
-				if list == nil {
-					list = []*oci.Image{}
+			views := make([]imageView, len(list))
+			for i, img := range list {
+				views[i] = newImageView(img)
+			}
+			if format.isJSON() {
+				return writeJSON(cmd.OutOrStdout(), views)
+			}
+			if format.isTemplate() {
+				var rows []imageRow
+				for _, v := range views {
+					rows = append(rows, imageRows(v)...)
 				}
-				return writeJSON(cmd.OutOrStdout(), list)
+				return format.render(cmd.OutOrStdout(), imageHeaders, rowsOf(rows))
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tTAG\tIMAGE ID\tCREATED\tSIZE")
@@ -93,7 +101,7 @@ func newImagesCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	format = formatFlag(cmd.Flags(), "table", "json")
+	format = templateFormatFlag(cmd.Flags(), "table", "json")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print image IDs only, one a line")
 	return cmd
 }
@@ -192,7 +200,14 @@ sandboxes use its layers in place as overlay lower directories. See docs/slurm.m
 		},
 	}
 	export.Flags().StringVar(&store, "store", "", "the shared image store's directory")
-	cmd.AddCommand(prune, ls, rm, newTagCmd(g), newPullCmd(g), newImportCmd(g), export)
+	inspect := newInspectCmd(g)
+	inspect.Use, inspect.Short = "inspect [--format json|TEMPLATE] IMAGE...", "Show images as JSON (podman's keys), or through a Go template"
+	inspect.Long = ""
+	if err := inspect.Flags().Set("type", "image"); err != nil {
+		panic(err)
+	}
+	inspect.Flags().Lookup("type").DefValue = "image"
+	cmd.AddCommand(prune, ls, rm, inspect, newTagCmd(g), newPullCmd(g), newImportCmd(g), export)
 	return cmd
 }
 

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/internal/testenv"
-	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // cliProcess runs the bothy CLI (this test binary with BOTHY_TEST_CLI) as a
@@ -128,7 +127,7 @@ func TestSharedImageStore(t *testing.T) {
 				t.Errorf("sandbox from the shared store printed %q, want the owner 0, then written, ok", out)
 			}
 			id := strings.TrimSpace(reader.ok("--image-store", store, "run", "-d"))
-			var got []sandbox.Sandbox
+			var got []inspectView
 			if err := json.Unmarshal([]byte(reader.ok("--image-store", store, "inspect", id)), &got); err != nil || len(got) != 1 {
 				t.Fatalf("inspect: %v", err)
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/internal/testenv"
-	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
 // TestKeyFromState: exec and cp read the sandbox's own key from its state,
@@ -23,8 +22,8 @@ func TestKeyFromState(t *testing.T) {
 	t.Setenv("BOTHY_API_KEY", "from-env")
 	id := strings.TrimSpace(c.ok("run", "-d", "--name", "keybox"))
 	c.ok("run", "-d", "--name", "given", "--api-key", "given-key")
-	inspect := func(ref string) sandbox.Sandbox {
-		var list []sandbox.Sandbox
+	inspect := func(ref string) inspectView {
+		var list []inspectView
 		if err := json.Unmarshal([]byte(c.ok("inspect", ref)), &list); err != nil || len(list) != 1 {
 			t.Fatalf("inspect %s: %v", ref, err)
 		}

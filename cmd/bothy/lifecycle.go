@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
+	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -155,4 +157,75 @@ Command lines are the sandbox's to choose: control characters are escaped.`,
 	}
 	format = formatFlag(cmd.Flags(), "table", "json")
 	return cmd
+}
+
+func newKillCmd(g *globals) *cobra.Command {
+	sig := "KILL"
+	cmd := &cobra.Command{
+		Use:   "kill [-s SIGNAL] SANDBOX...",
+		Short: "Kill sandboxes (SIGKILL), or send their main process a signal",
+		Long: `Send a signal to running sandboxes, as podman kill does to a container's
+PID 1 (here the executor, which does not die of a user's signal):
+
+  KILL (the default)  ends the sandbox: its PID 1 and with it every process
+                      it has, at once (a paused sandbox too).
+  any other signal    goes to the sandbox's main process (run -d of an image
+                      with a command, or of the command after --); what it
+                      does then decides the sandbox's fate, as always
+                      (exited (CODE) when it ends, unless --keep).
+  TERM, INT           with no main process running: the executor stops the
+                      sandbox, as bothy stop does, without waiting.
+
+Any other signal to a sandbox without a main process is refused: bothy exec
+SANDBOX -- kill -s SIGNAL PID signals one of its processes. SIGNAL is a name
+(TERM, SIGTERM, sigterm) or a number (15), as podman's.`,
+		Example: `  bothy kill web
+  bothy kill -s HUP web          # the main process reloads
+  bothy ps -q | xargs bothy kill`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := api.ParseSignal(sig)
+			if err != nil {
+				return fmt.Errorf("invalid --signal %q: use a name (TERM, SIGHUP) or a number (15)", sig)
+			}
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(ref string) error {
+				_, err := m.Kill(cmd.Context(), ref, unix.Signal(s))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&sig, "signal", "s", sig, "the signal to send: a name (TERM, SIGHUP) or a number")
+	return cmd
+}
+
+func newPauseCmd(g *globals, pause bool) *cobra.Command {
+	use, short := "pause SANDBOX...", "Freeze every process of sandboxes (the cgroup freezer): they keep their memory and get no CPU"
+	if !pause {
+		use, short = "unpause SANDBOX...", "Thaw sandboxes that bothy pause froze"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + `.
+A paused sandbox is listed as paused by ps and inspect (State.Paused); its
+executor answers nothing until it is unpaused (requests wait). It needs a
+freezer cgroup of the sandbox's own (root, or a delegated cgroup subtree).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(ref string) error {
+				if pause {
+					return m.Pause(cmd.Context(), ref)
+				}
+				return m.Resume(cmd.Context(), ref)
+			})
+		},
+	}
 }

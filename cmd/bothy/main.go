@@ -107,7 +107,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringArrayVar(&g.imageStores, "image-store", nil, "a shared, read-only image store (made by bothy image export) searched after your own, in order; repeatable (the operator's are in "+defaultImageStoresFile+")")
 	root.AddCommand(
 		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
-		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g), newTopCmd(g), newCommitCmd(g),
+		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g), newTopCmd(g), newCommitCmd(g), newKillCmd(g), newPauseCmd(g, true), newPauseCmd(g, false),
 		newStartCmd(g), newRestartCmd(g), newSnapshotCmd(g), newForkCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newTagCmd(g), newImageCmd(g),
 		newVolumeCmd(g), newDiffCmd(g), newServeCmd(g), newPortForwardCmd(g), newPoolCmd(g),

@@ -52,9 +52,7 @@ func newCLI(t *testing.T) *cli {
 	c := &cli{t: t, root: testenv.ShortTempDir(t)}
 	t.Cleanup(func() {
 		out, _, _ := c.run("", "ps", "-a", "--format", "json")
-		var list []sandbox.Sandbox
-		_ = json.Unmarshal([]byte(out), &list)
-		for _, sb := range list {
+		for _, sb := range psRecords(out) {
 			c.run("", "rm", "-f", sb.ID)
 		}
 	})
@@ -165,12 +163,11 @@ func TestRunExecLifecycle(t *testing.T) {
 	if out, _, code := c.run("ping\n", "exec", "-i", "box", "--", "cat"); out != "ping\n" || code != 0 {
 		t.Errorf("exec -i cat: %q %d", out, code)
 	}
-	var list []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(c.ok("ps", "--format", "json")), &list); err != nil || len(list) != 1 || list[0].Name != "box" || list[0].Status != sandbox.StatusRunning {
-		t.Fatalf("ps: %+v %v", list, err)
+	if list := psList(t, c.ok("ps", "--format", "json")); len(list) != 1 || len(list[0].Names) != 1 || list[0].Names[0] != "box" || list[0].State != "running" || list[0].Id != id {
+		t.Fatalf("ps: %+v", list)
 	}
-	var inspected []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(c.ok("inspect", id[:8])), &inspected); err != nil || inspected[0].Socket == "" {
+	var inspected []inspectView
+	if err := json.Unmarshal([]byte(c.ok("inspect", id[:8])), &inspected); err != nil || inspected[0].Socket == "" || inspected[0].Id != id {
 		t.Fatalf("inspect: %+v %v", inspected, err)
 	}
 	if _, err := os.Stat(inspected[0].Socket); err != nil {
@@ -245,8 +242,7 @@ func TestKilledMidCreate(t *testing.T) {
 	// image: slow on a loaded machine), then kill the CLI outright.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out, _, _ := c.run("", "ps", "-a", "--format", "json")
-		if strings.Contains(out, `"launcher_pid"`) {
+		if list := c.records(); len(list) == 1 && list[0].LauncherPid != 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -259,7 +255,7 @@ func TestKilledMidCreate(t *testing.T) {
 	var list []sandbox.Sandbox
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		_ = json.Unmarshal([]byte(c.ok("ps", "-a", "--format", "json")), &list)
+		list = psRecords(c.ok("ps", "-a", "--format", "json"))
 		if len(list) == 1 && list[0].Status == sandbox.StatusDead {
 			break // the launcher died with its parent
 		}

@@ -132,7 +132,7 @@ func newPoolFillCmd(g *globals) *cobra.Command {
 }
 
 func newPoolLsCmd(g *globals) *cobra.Command {
-	var format *outputFormat
+	var format *templateFormat
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -147,11 +147,15 @@ func newPoolLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format.value == "json" {
-				if pools == nil {
-					pools = []*sandbox.Pool{}
-				}
-				return writeJSON(cmd.OutOrStdout(), pools)
+			views := make([]poolView, len(pools))
+			for i, p := range pools {
+				views[i] = newPoolView(p)
+			}
+			switch {
+			case format.isJSON():
+				return writeJSON(cmd.OutOrStdout(), views)
+			case format.isTemplate():
+				return format.render(cmd.OutOrStdout(), nil, rowsOf(views))
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tIMAGE\tSIZE\tREADY\tFILLING")
@@ -169,7 +173,7 @@ func newPoolLsCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	format = formatFlag(cmd.Flags(), "table", "json")
+	format = templateFormatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
 

@@ -30,10 +30,7 @@ func (k *killEnv) killedAt(mark string, args ...string) {
 // number of members.
 func (k *killEnv) checkPool(pool, after string) int {
 	k.t.Helper()
-	var list []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(k.ok("ps", "-a", "--format", "json")), &list); err != nil {
-		k.t.Fatal(err)
-	}
+	list := psRecords(k.ok("ps", "-a", "--format", "json"))
 	members := 0
 	for _, sb := range list {
 		if sb.Status != sandbox.StatusRunning {
@@ -90,10 +87,7 @@ func TestKillPool(t *testing.T) {
 	if n := k.checkPool("kp", "a kill at pool hidden"); n != 0 {
 		t.Fatalf("%d members of a removed pool left", n)
 	}
-	var list []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(k.ok("ps", "-a", "--format", "json")), &list); err != nil {
-		t.Fatal(err)
-	}
+	list := psRecords(k.ok("ps", "-a", "--format", "json"))
 	for _, sb := range list {
 		k.ok("rm", "-f", sb.ID)
 	}
@@ -109,10 +103,7 @@ func TestKillPool(t *testing.T) {
 // poolMember returns the ID of a sandbox waiting in pool.
 func (k *killEnv) poolMember(pool string) string {
 	k.t.Helper()
-	var list []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(k.ok("ps", "-a", "--format", "json")), &list); err != nil {
-		k.t.Fatal(err)
-	}
+	list := psRecords(k.ok("ps", "-a", "--format", "json"))
 	for _, sb := range list {
 		if sb.Pool == pool {
 			return sb.ID
@@ -128,12 +119,12 @@ func (k *killEnv) waitFilled(pool string) {
 	k.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		var pools []sandbox.Pool
+		var pools []poolView
 		if err := json.Unmarshal([]byte(k.ok("pool", "ls", "--format", "json")), &pools); err != nil {
 			k.t.Fatal(err)
 		}
 		for _, p := range pools {
-			if p.Name == pool && p.Ready == p.Size && !p.Filler {
+			if p.Name == pool && p.Ready == p.Size && !p.Filling {
 				return
 			}
 		}
@@ -165,13 +156,13 @@ func TestPoolCLI(t *testing.T) {
 	if out != "1 2\n/srv\n" {
 		t.Fatalf("run --pool: %q", out)
 	}
-	var sbs []sandbox.Sandbox
+	var sbs []inspectView
 	if err := json.Unmarshal([]byte(k.ok("inspect", "x")), &sbs); err != nil || len(sbs) != 1 {
 		t.Fatal(err)
 	}
 	sb := sbs[0]
-	if sb.FromPool != "web" || sb.Labels["team"] != "ml" || sb.Pool != "" {
-		t.Fatalf("claimed record: from %q labels %v pool %q", sb.FromPool, sb.Labels, sb.Pool)
+	if sb.FromPool != "web" || sb.Config.Labels["team"] != "ml" || sb.Pool != "" {
+		t.Fatalf("claimed record: from %q labels %v pool %q", sb.FromPool, sb.Config.Labels, sb.Pool)
 	}
 	// The claim's refill ran detached, and exited once the pool was full.
 	k.waitFilled("web")

@@ -61,7 +61,7 @@ func TestStatsFile(t *testing.T) {
 	if code != 3 {
 		t.Fatalf("run: exit %d, %q %q", code, out, errOut)
 	}
-	var inspected []sandbox.Sandbox
+	var inspected []inspectView
 	if err := json.Unmarshal([]byte(c.ok("inspect", "kept")), &inspected); err != nil || len(inspected) != 1 || inspected[0].RunStats == nil {
 		t.Fatalf("inspect: %v %+v", err, inspected)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/network"
+	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -427,7 +428,7 @@ stops.`
 func newPsCmd(g *globals) *cobra.Command {
 	var all, quiet bool
 	var job string
-	var format *outputFormat
+	var format *templateFormat
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List sandboxes",
@@ -458,57 +459,93 @@ func newPsCmd(g *globals) *cobra.Command {
 				}
 				return nil
 			}
-			if format.value == "json" {
-				// The keys are for inspect only.
-				out := make([]sandbox.Sandbox, len(shown))
-				for i, sb := range shown {
-					out[i] = *sb
-					out[i].APIKey = ""
+			vw := newViewer(cmd.Context(), m)
+			if !format.isJSON() && !format.isTemplate() {
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+				fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
+				for _, sb := range shown {
+					v := psRow{vw.ps(sb)}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID(), sb.Name, sb.Image, v.Status, v.RunningFor(), sb.Network, v.Ports())
 				}
-				return writeJSON(cmd.OutOrStdout(), out)
+				return tw.Flush()
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
-			for _, sb := range shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\n", sb.ShortID(), sb.Name, sb.Image, sb.StatusLine(),
-					time.Since(sb.Created).Round(time.Second), sb.Network, portsColumn(sb.Ports()))
+			rows := make([]psRow, len(shown))
+			for i, sb := range shown {
+				rows[i] = psRow{vw.ps(sb)}
 			}
-			return tw.Flush()
+			if format.isJSON() {
+				views := make([]psView, len(rows))
+				for i, r := range rows {
+					views[i] = r.psView
+				}
+				return writeJSON(cmd.OutOrStdout(), views)
+			}
+			return format.render(cmd.OutOrStdout(), psHeaders, rowsOf(rows))
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
 	cmd.Flags().StringVar(&job, "slurm-job", "", "only the sandboxes created in this Slurm job: its SLURM_JOB_ID; ARRAY_TASK for one task of an array, ARRAY_* for all its tasks")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print sandbox IDs only, one a line (bothy ps -aq | xargs bothy rm -f)")
-	format = formatFlag(cmd.Flags(), "table", "json")
+	format = templateFormatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
 
 func newInspectCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect SANDBOX...",
-		Short: "Show sandboxes as JSON, including the executor's socket and API key",
-		Long: `Show sandboxes as JSON. "socket" is the host path of the executor's API
-socket, "api_key" the key it requires in X-Session-API-Key, and
-"socket_identity" the socket file's device, inode and owner as bothy bound
+	var format *templateFormat
+	var kind string
+	cmd := &cobra.Command{
+		Use:   "inspect [--type sandbox|image] [--format json|TEMPLATE] SANDBOX|IMAGE...",
+		Short: "Show sandboxes or images as JSON (podman's keys), including the executor's socket and API key",
+		Long: `Show sandboxes (or images: a name that is no sandbox's, or --type image) as a
+JSON array with podman's keys (Id, State.Status, Config.Env, HostConfig.Memory,
+NetworkSettings.Ports...; docs/cli.md lists them), or each through a Go
+template: bothy inspect --format '{{.State.Status}}' SANDBOX.
+
+Besides podman's keys: "Socket" is the host path of the executor's API
+socket, "APIKey" the key it requires in X-Session-API-Key, and
+"SocketIdentity" the socket file's device, inode and owner as bothy bound
 it: a client should connect only to that file (bothy's own commands and the
 Go client's sandbox.Sandbox.Client refuse anything else).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if kind != "sandbox" && kind != "image" && kind != "all" {
+				return fmt.Errorf("invalid --type %q: use sandbox, image or all", kind)
+			}
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			var out []*sandbox.Sandbox
+			vw := newViewer(cmd.Context(), m)
+			var out []any
 			for _, ref := range args {
-				sb, err := m.Inspect(cmd.Context(), ref)
+				if kind != "image" {
+					sb, err := m.Inspect(cmd.Context(), ref)
+					if err == nil {
+						out = append(out, vw.inspect(sb))
+						continue
+					}
+					if kind == "sandbox" || !errors.Is(err, sandbox.ErrNotFound) {
+						return err
+					}
+				}
+				img, err := m.Store().Resolve(cmd.Context(), ref)
 				if err != nil {
+					if kind == "all" && errors.Is(err, oci.ErrNotFound) {
+						return fmt.Errorf("no such sandbox or image: %s", ref)
+					}
 					return err
 				}
-				out = append(out, sb)
+				out = append(out, newImageInspectView(img))
+			}
+			if format.isTemplate() {
+				return format.render(cmd.OutOrStdout(), nil, out)
 			}
 			return writeJSON(cmd.OutOrStdout(), out)
 		},
 	}
+	format = templateFormatFlagP(cmd.Flags(), "f", "json")
+	cmd.Flags().StringVarP(&kind, "type", "t", "all", "what the names are: sandbox, image, or all (a sandbox first)")
+	return cmd
 }
 
 // portsColumn is ps's PORTS: HOSTIP:HOSTPORT->PORT/PROTO, comma-separated.
@@ -552,10 +589,7 @@ one a line (what a client on the host connects to).`,
 				}
 			}
 			if format.value == "json" {
-				if ports == nil {
-					ports = []network.Port{}
-				}
-				return writeJSON(cmd.OutOrStdout(), ports)
+				return writeJSON(cmd.OutOrStdout(), portMappings(ports))
 			}
 			for _, p := range ports {
 				hp := netip.AddrPortFrom(p.HostIP, p.HostPort)

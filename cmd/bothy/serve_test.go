@@ -389,7 +389,7 @@ func readSandboxFile(t *testing.T, c *cli, id, path string) string {
 	t.Helper()
 	out := c.ok("inspect", id)
 	var sbs []struct {
-		UpperDir string `json:"upper_dir"`
+		UpperDir string `json:"UpperDir"`
 	}
 	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
 		t.Fatalf("inspect: %v %s", err, out)
@@ -496,7 +496,7 @@ func TestServeAgentServer(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if out := c.ok("inspect", rt.RuntimeID); !strings.Contains(out, `"network": "none"`) {
+	if out := c.ok("inspect", rt.RuntimeID); !strings.Contains(out, `"NetworkMode": "none"`) {
 		t.Errorf("the runtime's sandbox is not on --network none: %s", out)
 	}
 	var echo struct {
@@ -677,8 +677,8 @@ func TestServePool(t *testing.T) {
 			t.Errorf("run in %s: %d %q", sid, code, out)
 		}
 		var got []struct {
-			Name     string `json:"name"`
-			FromPool string `json:"from_pool"`
+			Name     string `json:"Name"`
+			FromPool string `json:"FromPool"`
 		}
 		if err := json.Unmarshal([]byte(c.ok("inspect", rt.RuntimeID)), &got); err != nil || len(got) != 1 || got[0].Name != sid {
 			t.Fatalf("inspect %s: %v %+v", sid, err, got)

@@ -105,7 +105,7 @@ func newSnapshotCmd(g *globals) *cobra.Command {
 }
 
 func newSnapshotLsCmd(g *globals) *cobra.Command {
-	var format *outputFormat
+	var format *templateFormat
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -120,11 +120,15 @@ func newSnapshotLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format.value == "json" {
-				if all == nil {
-					all = []*sandbox.Snapshot{}
-				}
-				return writeJSON(cmd.OutOrStdout(), all)
+			views := make([]snapshotView, len(all))
+			for i, s := range all {
+				views[i] = newSnapshotView(s)
+			}
+			switch {
+			case format.isJSON():
+				return writeJSON(cmd.OutOrStdout(), views)
+			case format.isTemplate():
+				return format.render(cmd.OutOrStdout(), map[string]string{"ID": "ID"}, rowsOf(views))
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tIMAGE\tDEPTH\tUSED BY\tCREATED")
@@ -139,7 +143,7 @@ func newSnapshotLsCmd(g *globals) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	format = formatFlag(cmd.Flags(), "table", "json")
+	format = templateFormatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
 

@@ -42,10 +42,7 @@ func TestKillStartSnapshotFork(t *testing.T) {
 	}
 	running := func(after string) []sandbox.Sandbox {
 		t.Helper()
-		var list []sandbox.Sandbox
-		if err := json.Unmarshal([]byte(k.ok("ps", "-a", "--format", "json")), &list); err != nil {
-			t.Fatal(err)
-		}
+		list := psRecords(k.ok("ps", "-a", "--format", "json"))
 		for _, sb := range list {
 			if sb.Status != sandbox.StatusRunning {
 				t.Fatalf("after %s and prune: sandbox %s is %s", after, sb.ID[:12], sb.Status)
@@ -53,9 +50,9 @@ func TestKillStartSnapshotFork(t *testing.T) {
 		}
 		return list
 	}
-	snapshots := func() []sandbox.Snapshot {
+	snapshots := func() []snapshotView {
 		t.Helper()
-		var list []sandbox.Snapshot
+		var list []snapshotView
 		if err := json.Unmarshal([]byte(k.ok("snapshot", "ls", "--format", "json")), &list); err != nil {
 			t.Fatal(err)
 		}

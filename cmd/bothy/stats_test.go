@@ -36,9 +36,9 @@ func TestLimitsStatsCLI(t *testing.T) {
 	if table := c.ok("stats", "--interval", "0"); !strings.Contains(table, "MEM USAGE / LIMIT") || !strings.Contains(table, "64MiB") || !strings.Contains(table, "/ 50") {
 		t.Errorf("stats table:\n%s", table)
 	}
-	var inspected []sandbox.Sandbox
+	var inspected []inspectView
 	if err := json.Unmarshal([]byte(c.ok("inspect", "lim")), &inspected); err != nil || inspected[0].Usage == nil ||
-		inspected[0].Limits.Memory != 64<<20 || !inspected[0].Security.ReadOnly {
+		inspected[0].HostConfig.Memory != 64<<20 || !inspected[0].Security.ReadOnly || !inspected[0].HostConfig.ReadonlyRootfs {
 		t.Fatalf("inspect: %v %+v", err, inspected)
 	}
 	// A command that blows the limit is killed, the CLI says why, and the

@@ -53,7 +53,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	})
-	var format *outputFormat
+	var format *templateFormat
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List named volumes",
@@ -67,8 +67,15 @@ func newVolumeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format.value == "json" {
-				return writeJSON(cmd.OutOrStdout(), vols)
+			views := make([]volumeView, len(vols))
+			for i, v := range vols {
+				views[i] = newVolumeView(v)
+			}
+			switch {
+			case format.isJSON():
+				return writeJSON(cmd.OutOrStdout(), views)
+			case format.isTemplate():
+				return format.render(cmd.OutOrStdout(), map[string]string{"Name": "VOLUME NAME"}, rowsOf(views))
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 			fmt.Fprintln(tw, "VOLUME NAME\tCREATED\tUSED BY\tMOUNTPOINT")
@@ -85,24 +92,24 @@ func newVolumeCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	format = formatFlag(ls.Flags(), "table", "json")
+	format = templateFormatFlag(ls.Flags(), "table", "json")
 	cmd.AddCommand(ls)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "inspect NAME...",
-		Short: "Show named volumes as JSON: host directory, sandboxes using them",
+		Short: "Show named volumes as JSON (podman's keys): host directory (Mountpoint), sandboxes using them (UsedBy)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			var out []*sandbox.Volume
+			var out []volumeView
 			for _, name := range args {
 				v, err := m.InspectVolume(cmd.Context(), name)
 				if err != nil {
 					return err
 				}
-				out = append(out, v)
+				out = append(out, newVolumeView(v))
 			}
 			return writeJSON(cmd.OutOrStdout(), out)
 		},

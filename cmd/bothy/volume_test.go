@@ -23,7 +23,7 @@ func TestVolumeCommands(t *testing.T) {
 	if out := c.ok("run", "--rm", "--volumes", "volume:data:/d:ro,volume:other:/o", "--", "cat", "/d/f"); out != "hi\n" {
 		t.Errorf("named volume read back: %q", out)
 	}
-	var vols []sandbox.Volume
+	var vols []volumeView
 	if err := json.Unmarshal([]byte(c.ok("volume", "ls", "--format", "json")), &vols); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestVolumeCommands(t *testing.T) {
 		t.Errorf("volume ls table:\n%s", table)
 	}
 	id := strings.TrimSpace(c.ok("run", "-d", "-v", "volume:data:/d"))
-	var insp []sandbox.Volume
+	var insp []volumeView
 	if err := json.Unmarshal([]byte(c.ok("volume", "inspect", "data")), &insp); err != nil {
 		t.Fatal(err)
 	}

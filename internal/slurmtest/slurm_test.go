@@ -120,14 +120,14 @@ func script(t *testing.T, name, body string) string {
 }
 
 // sandboxes are the user's sandboxes of Slurm job id (bothy ps -a
-// --slurm-job), as in bothy's JSON.
+// --slurm-job), as in its JSON (podman's keys; Status is ps's State).
 type sandboxRecord struct {
-	ID     string `json:"id"`
-	Pid    int    `json:"pid"`
-	Status string `json:"status"`
+	ID     string `json:"Id"`
+	Pid    int    `json:"Pid"`
+	Status string `json:"State"`
 	Slurm  *struct {
-		JobID string `json:"job_id"`
-	} `json:"slurm"`
+		JobID string `json:"JobID"`
+	} `json:"Slurm"`
 }
 
 func sandboxes(t *testing.T, user, id string) []sandboxRecord {

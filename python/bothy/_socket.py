@@ -2,7 +2,7 @@
 
 bothy records the socket file's identity (device, inode, owner) in the
 sandbox's state when it binds the socket (``bothy inspect``:
-``socket_identity``). Every connection opens the path without following a
+``SocketIdentity``). Every connection opens the path without following a
 symlink (``O_PATH|O_NOFOLLOW``), checks the file it got with ``fstat`` and
 connects through ``/proc/self/fd/N``, which reaches that same inode: the
 file cannot be swapped between the check and the connect. A mismatch is
@@ -32,7 +32,7 @@ class SocketIdentity:
 
     @classmethod
     def from_json(cls, d: Optional[Mapping[str, Any]]) -> "SocketIdentity":
-        """The identity in a sandbox's state (``socket_identity``); an absent
+        """The identity in a sandbox's state (``SocketIdentity``); an absent
         one is the zero identity, which :meth:`check` refuses."""
         d = d or {}
         return cls(dev=int(d.get("dev", 0)), ino=int(d.get("ino", 0)), uid=int(d.get("uid", 0)))

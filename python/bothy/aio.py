@@ -86,7 +86,7 @@ class AsyncSandbox(_Base):
         )
         sid = _cli.created_id(await _cli.run_async(argv, timeout))
         try:
-            out = await _cli.run_async(_cli.base(exe, root) + ["inspect", sid], timeout)
+            out = await _cli.run_async(_cli.base(exe, root) + ["inspect", "--type", "sandbox", sid], timeout)
             return cls(_cli.inspected(out, sid), bothy=exe, root=root, owned=True)
         except BaseException:
             try:
@@ -99,16 +99,16 @@ class AsyncSandbox(_Base):
     async def get(cls, name: str, *, bothy: Optional[str] = None, root: Optional[str] = None) -> "AsyncSandbox":
         """The running sandbox with this name or ID."""
         exe = _cli.find_bothy(bothy)
-        out = await _cli.run_async(_cli.base(exe, root) + ["inspect", name])
+        out = await _cli.run_async(_cli.base(exe, root) + ["inspect", "--type", "sandbox", name])
         return cls(_cli.inspected(out, name), bothy=exe, root=root)
 
     @classmethod
     def connect(cls, socket: str, *, identity: SocketIdentity, api_key: Optional[str] = None) -> "AsyncSandbox":
         """A client of the executor at socket, without the CLI."""
-        return cls({"socket": socket, "api_key": api_key or "", "socket_identity": dataclasses.asdict(identity)})
+        return cls({"Socket": socket, "APIKey": api_key or "", "SocketIdentity": dataclasses.asdict(identity)})
 
     async def refresh(self) -> Dict[str, Any]:
-        self.state = _cli.inspected(await _cli.run_async(self._argv("inspect", self._ref())), self._ref())
+        self.state = _cli.inspected(await _cli.run_async(self._argv("inspect", "--type", "sandbox", self._ref())), self._ref())
         return self.state
 
     async def stats(self, interval: float = 0.1) -> Stats:

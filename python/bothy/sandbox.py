@@ -40,34 +40,44 @@ class _Base:
         self._bothy = bothy
         self._root = os.fspath(root) if root else None
         self._owned = owned
-        socket = self.state.get("socket")
+        # bothy inspect's keys are podman's (Id, Name, ImageName...), with
+        # bothy's own beside them (Socket, APIKey, SocketIdentity).
+        socket = self.state.get("Socket")
         if not socket:
-            raise BothyError(f"sandbox {self.state.get('id', '?')}: its state has no socket (is it running?)")
+            raise BothyError(f"sandbox {self.state.get('Id', '?')}: its state has no socket (is it running?)")
         self.socket: str = socket
-        self.api_key: Optional[str] = self.state.get("api_key") or None
-        self.identity = SocketIdentity.from_json(self.state.get("socket_identity"))
+        self.api_key: Optional[str] = self.state.get("APIKey") or None
+        self.identity = SocketIdentity.from_json(self.state.get("SocketIdentity"))
 
     @property
     def id(self) -> str:
         """The sandbox's ID."""
-        return str(self.state.get("id", ""))
+        return str(self.state.get("Id", ""))
 
     @property
     def name(self) -> str:
         """The sandbox's name ("" when it has none)."""
-        return str(self.state.get("name", ""))
+        return str(self.state.get("Name", ""))
 
     @property
     def image(self) -> str:
-        return str(self.state.get("image", ""))
+        return str(self.state.get("ImageName", ""))
 
     @property
     def ports(self) -> List[Dict[str, Any]]:
-        """The published ports (``-p``) as ``bothy inspect`` shows them:
-        ``host_ip``, ``host_port``, ``container_port``, ``proto``; empty on
-        the networks ``none`` and ``host``."""
-        attachment = self.state.get("network_attachment") or {}
-        return [dict(p) for p in attachment.get("ports") or []]
+        """The published ports (``-p``), from ``bothy inspect``'s
+        ``NetworkSettings.Ports`` (podman's ``{"80/tcp": [{"HostIp",
+        "HostPort"}]}``), one dict each: ``host_ip``, ``host_port`` (an
+        int), ``container_port`` (an int), ``proto``; empty on the network
+        ``host`` and without ``-p``."""
+        ports = (self.state.get("NetworkSettings") or {}).get("Ports") or {}
+        out: List[Dict[str, Any]] = []
+        for key, bindings in sorted(ports.items()):
+            num, _, proto = key.partition("/")
+            for b in bindings or []:
+                out.append({"host_ip": b.get("HostIp", ""), "host_port": int(b.get("HostPort") or 0),
+                            "container_port": int(num), "proto": proto or "tcp"})
+        return out
 
     def _ref(self) -> str:
         return self.id or self.name
@@ -160,7 +170,7 @@ class Sandbox(_Base):
         )
         sid = _cli.created_id(_cli.run(argv, timeout))
         try:
-            state = _cli.inspected(_cli.run(_cli.base(exe, root) + ["inspect", sid], timeout), sid)
+            state = _cli.inspected(_cli.run(_cli.base(exe, root) + ["inspect", "--type", "sandbox", sid], timeout), sid)
             return cls(state, bothy=exe, root=root, owned=True)
         except BaseException:
             try:
@@ -174,7 +184,7 @@ class Sandbox(_Base):
         """The running sandbox with this name or ID (``bothy inspect``);
         :class:`~bothy.SandboxNotFoundError` when there is none."""
         exe = _cli.find_bothy(bothy)
-        state = _cli.inspected(_cli.run(_cli.base(exe, root) + ["inspect", name]), name)
+        state = _cli.inspected(_cli.run(_cli.base(exe, root) + ["inspect", "--type", "sandbox", name]), name)
         return cls(state, bothy=exe, root=root)
 
     @classmethod
@@ -182,12 +192,12 @@ class Sandbox(_Base):
         """A client of the executor at socket, without the CLI (no remove or
         stats). identity is the socket file's (``SocketIdentity.stat`` for
         a socket you bound yourself)."""
-        state = {"socket": socket, "api_key": api_key or "", "socket_identity": dataclasses.asdict(identity)}
+        state = {"Socket": socket, "APIKey": api_key or "", "SocketIdentity": dataclasses.asdict(identity)}
         return cls(state)
 
     def refresh(self) -> Dict[str, Any]:
         """Reads the sandbox's state again (``bothy inspect``)."""
-        self.state = _cli.inspected(_cli.run(self._argv("inspect", self._ref())), self._ref())
+        self.state = _cli.inspected(_cli.run(self._argv("inspect", "--type", "sandbox", self._ref())), self._ref())
         return self.state
 
     def stats(self, interval: float = 0.1) -> Stats:

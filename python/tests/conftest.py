@@ -51,7 +51,7 @@ def _remove_root(bothy: str, root: str) -> None:
     rmdir removes but rmtree, failing to open them, leaves."""
     p = subprocess.run([bothy, "--root", root, "ps", "-a", "--format", "json"], capture_output=True, text=True)
     try:
-        ids = [s["id"] for s in json.loads(p.stdout or "[]")]
+        ids = [s["Id"] for s in json.loads(p.stdout or "[]")]
     except ValueError:
         ids = []
     if ids:

@@ -40,7 +40,7 @@ def test_environment(bothy: str, root: str, monkeypatch: pytest.MonkeyPatch) -> 
     env = cls(**config)
     try:
         assert env.sandbox.name.startswith("minisweagent-")
-        assert env.sandbox.state["limits"]["memory"] == 512 << 20
+        assert env.sandbox.state["HostConfig"]["Memory"] == 512 << 20
 
         # 1.x: a command string; stdout and stderr through one pipe, in order.
         out = env.execute("echo a; echo b >&2; echo c; pwd; echo $FORWARDED $FROM_CONFIG ${NOT_SET_ANYWHERE-unset}; exit 3")
@@ -112,7 +112,7 @@ def test_environment_submitted(bothy: str, root: str, monkeypatch: pytest.Monkey
     env.cleanup()
 
     other = load(DOTTED)(executable=bothy, root=root, name="gc")
-    assert [s["name"] for s in ps(bothy, root)] == ["gc"]
+    assert [s["Names"] for s in ps(bothy, root)] == [["gc"]]
     del other
     gc.collect()  # __del__ removes the sandbox, as mini-swe-agent's environments do
     assert ps(bothy, root) == []

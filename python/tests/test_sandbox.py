@@ -31,8 +31,9 @@ def test_create_get_remove(bothy: str, root: str) -> None:
         assert sb.alive()
         r = sb.run("echo $TASK; pwd; hostname; cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
         assert r.stdout.split() == ["42", "/tmp", "box", str(256 << 20)], r
-        assert sb.state["limits"]["memory"] == 256 << 20
-        assert sb.state["network"] == "none"
+        assert sb.state["HostConfig"]["Memory"] == 256 << 20
+        assert sb.state["HostConfig"]["NetworkMode"] == "none"
+        assert sb.state["State"]["Status"] == "running" and sb.state["Config"]["WorkingDir"] == "/tmp"
 
         # get: the same sandbox, by name and by ID, its own key.
         again = Sandbox.get("box", bothy=bothy, root=root)
@@ -49,8 +50,8 @@ def test_create_get_remove(bothy: str, root: str) -> None:
         assert info.hostname == "box" and info.api == "v1" and info.pid == 1
         assert info.memory["limit_bytes"] == 256 << 20
         assert "uptime" in sb.server_info()
-        assert sb.refresh()["status"] == "running"
-    assert [s["id"] for s in ps(bothy, root)] == []
+        assert sb.refresh()["State"]["Status"] == "running"
+    assert [s["Id"] for s in ps(bothy, root)] == []
     with pytest.raises(SandboxNotFoundError) as e:
         Sandbox.get("box", bothy=bothy, root=root)
     assert "no such sandbox: box" in str(e.value)
@@ -95,7 +96,7 @@ def test_network_and_ports(bothy: str, root: str) -> None:
     loopback and reaches a server in the sandbox; the executor reports it
     too."""
     with Sandbox.create(bothy=bothy, root=root, network="bridge", ports=["8000"]) as sb:
-        assert sb.state["network"] == "bridge"
+        assert sb.state["HostConfig"]["NetworkMode"] == "bridge"
         (port,) = sb.ports
         assert port["container_port"] == 8000 and port["host_ip"] == "127.0.0.1" and port["host_port"] > 0
         net = sb.server_info()["network"]
@@ -145,13 +146,13 @@ def test_pool_claim(bothy: str, root: str) -> None:
     try:
         with Sandbox.create(bothy=bothy, root=root, pool="warm", name="claimed", env={"TASK": "7"},
                             workdir="/work", labels={"team": "a"}) as sb:
-            assert sb.state["from_pool"] == "warm" and sb.state["name"] == "claimed"
-            assert sb.state["labels"] == {"team": "a"}
+            assert sb.state["FromPool"] == "warm" and sb.state["Name"] == "claimed"
+            assert sb.state["Config"]["Labels"] == {"team": "a"}
             assert sb.run("echo $TASK; pwd").stdout.split() == ["7", "/work"]
 
         async def claim() -> str:
             async with await AsyncSandbox.create(bothy=bothy, root=root, pool="warm", env=["TASK=8"]) as asb:
-                assert asb.state["from_pool"] == "warm"
+                assert asb.state["FromPool"] == "warm"
                 return (await asb.run("echo $TASK")).stdout.strip()
 
         assert asyncio.run(claim()) == "8"

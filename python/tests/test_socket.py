@@ -103,7 +103,7 @@ def async_refused(sb: Sandbox, why: str) -> None:
 def test_socket_identity_and_key(sb: Sandbox) -> None:
     """The recorded owner, device and inode must all match; a state without
     an identity (an older bothy) is refused; the key is the sandbox's."""
-    real = SocketIdentity.from_json(sb.state["socket_identity"])
+    real = SocketIdentity.from_json(sb.state["SocketIdentity"])
     st = os.lstat(sb.socket)
     assert (real.dev, real.ino, real.uid) == (st.st_dev, st.st_ino, st.st_uid) == (st.st_dev, st.st_ino, os.getuid())
     assert SocketIdentity.stat(sb.socket) == real
@@ -113,7 +113,7 @@ def test_socket_identity_and_key(sb: Sandbox) -> None:
     refused(Sandbox.connect(sb.socket, identity=SocketIdentity(real.dev, real.ino + 1, real.uid), api_key=sb.api_key),
             "it is another socket")
     state = dict(sb.state)
-    del state["socket_identity"]
+    del state["SocketIdentity"]
     refused(Sandbox(state), "no socket identity was recorded")
 
     good = Sandbox.connect(sb.socket, identity=real, api_key=sb.api_key)
