@@ -69,6 +69,7 @@ func (m *Manager) create(ctx context.Context, c *creation) (sb *Sandbox, err err
 		c.writeBundle,
 		c.launch,
 		c.waitNetwork,
+		c.saveRecord,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -564,6 +565,16 @@ func (c *creation) waitNetwork(ctx context.Context) error {
 		}
 	}
 	trace.Mark("bothy", "network ready")
+	return nil
+}
+
+// saveRecord keeps the running sandbox's record in the data tree, for a
+// start after a reboot (see Paths.saveRecord).
+func (c *creation) saveRecord(context.Context) error {
+	if err := c.m.saveRecord(c.sb); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "record kept")
 	return nil
 }
 

@@ -296,5 +296,5 @@ func (m *Manager) Rename(ctx context.Context, ref, name string) error {
 		return err
 	}
 	m.paths.releaseName(old, id)
-	return nil
+	return m.saveRecord(&rec)
 }
