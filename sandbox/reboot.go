@@ -29,7 +29,7 @@ import (
 // for any stopped sandbox.
 
 const (
-	// RuntimeRebooted and RuntimeLost are the values of
+	// RuntimeRebooted and RuntimeWiped are the values of
 	// Sandbox.RuntimeLost: the host booted since the sandbox ran, or its
 	// runtime state was wiped by other means (a logout that cleared
 	// $XDG_RUNTIME_DIR, an operator).

@@ -62,6 +62,9 @@ type Sandbox struct {
 	// AddedLayers are the layer files given at run (--layer), on top of
 	// the image's layers, bottom first.
 	AddedLayers []AddedLayer `json:"added_layers,omitempty"`
+	// Lowers are the diff IDs of the layers of the caller's layer cache
+	// the sandbox's root filesystem is on (image prune keeps them).
+	Lowers []string `json:"lowers,omitempty"`
 	// Slurm is the Slurm job and step the sandbox was created in.
 	Slurm      *SlurmJob         `json:"slurm,omitempty"`
 	Created    time.Time         `json:"created"`
@@ -146,7 +149,8 @@ type Sandbox struct {
 	// RuntimeLost says, for a sandbox read from the record kept in the
 	// data tree, that its runtime state is gone (RuntimeRebooted,
 	// RuntimeWiped): it was running when the host rebooted, or when its
-	// state tree was wiped. It reads as exited; start brings it back.
+	// state tree was wiped. It reads as exited (dead if its PID 1 still
+	// runs, unreachable); start brings it back.
 	RuntimeLost string `json:"runtime_lost,omitempty"`
 
 	// lost: there is no state.json (a creation killed before it wrote
@@ -159,7 +163,7 @@ type Sandbox struct {
 // StatusLine is the status as ps shows it: "exited (CODE)" for a sandbox
 // whose main process's exit code is known.
 func (s *Sandbox) StatusLine() string {
-	if s.Status == StatusExited && s.RuntimeLost != "" {
+	if s.RuntimeLost != "" && (s.Status == StatusExited || s.Status == StatusDead) {
 		return fmt.Sprintf("%s (%s)", s.Status, s.RuntimeLost)
 	}
 	if s.Status == StatusExited && s.Main != nil && s.Main.ExitCode != nil && !s.Main.Running {
@@ -287,6 +291,12 @@ func (p Paths) readRecord(id string, probeLock bool) (*Sandbox, error) {
 		s.Main, _ = readMainStatus(p.upperRoot(id)) // none yet, or unreadable: unknown
 	}
 	switch {
+	case s.RuntimeLost == RuntimeRebooted:
+		s.Status = StatusExited // its pid is of another boot
+	case s.RuntimeLost != "" && alive(s.Pid, s.PidStart):
+		// Its state tree wiped under it (not a reboot): it runs, and
+		// nothing can reach it; rm, prune and start kill it.
+		s.Status = StatusDead
 	case s.RuntimeLost != "":
 		s.Status = StatusExited
 	case alive(s.Pid, s.PidStart):
