@@ -378,6 +378,11 @@ func (c *creation) recordSandbox(context.Context) error {
 	if c.imgStore != nil {
 		c.sb.ImageStore = c.imgStore.root
 	}
+	for _, l := range c.layers {
+		if l.Blob != "" {
+			c.sb.Lowers = append(c.sb.Lowers, l.DiffID)
+		}
+	}
 	c.sb.Snapshot = c.snapshot
 	if c.snapshot != "" {
 		c.sb.Image = c.snapshotImage
