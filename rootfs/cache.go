@@ -355,26 +355,49 @@ func (c *Cache) pruneOne(ctx context.Context, d digest.Digest, remove func(conte
 }
 
 // DiskUsage is the disk space the tree at dir takes (allocated blocks, each
-// inode once), without following symbolic links; what cannot be read
-// (a directory of a subordinate user's) counts as nothing.
+// inode once). It walks by descriptor, each directory opened from its
+// parent's with O_NOFOLLOW and each entry stat'ed with AT_SYMLINK_NOFOLLOW,
+// so that it never leaves the tree, even one a sandbox writes to while it
+// is walked (an upper directory, a volume); what cannot be read (a
+// directory of a subordinate user's) counts as nothing.
 func DiskUsage(dir string) int64 {
-	var total int64
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
 	seen := map[[2]uint64]bool{}
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
+	var st unix.Stat_t
+	var total int64
+	if unix.Fstat(fd, &st) == nil {
+		seen[[2]uint64{uint64(st.Dev), st.Ino}] = true
+		total = st.Blocks * 512
+	}
+	return total + usageAt(fd, seen)
+}
+
+// usageAt is DiskUsage of what directory fd holds; it closes fd.
+func usageAt(fd int, seen map[[2]uint64]bool) int64 {
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	var total int64
+	for _, n := range names {
 		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
-			return nil
+		if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
 		}
 		k := [2]uint64{uint64(st.Dev), st.Ino}
-		if !seen[k] {
-			seen[k] = true
-			total += st.Blocks * 512
+		if seen[k] {
+			continue
 		}
-		return nil
-	})
+		seen[k] = true
+		total += st.Blocks * 512
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if cfd, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+				total += usageAt(cfd, seen)
+			}
+		}
+	}
 	return total
 }
 
