@@ -23,7 +23,8 @@ import (
 // TestStartAfterReboot: a sandbox running when the host "reboots" (every
 // process of it killed -9, its cgroups removed, its network's host side
 // gone, the whole runtime tree wiped, as a reboot does to a tmpfs) lists as
-// exited, saying why, under its name; start brings it back on its upper
+// exited, saying why (runtime state lost; host rebooted once its record's
+// boot ID is another's), under its name; start brings it back on its upper
 // directory (its files and a whiteout survive), with its name, key,
 // network re-attached and its host port kept; rm then leaves nothing, not
 // even the record kept in the data tree. A second one, rebooted the same
@@ -43,14 +44,27 @@ func TestStartAfterReboot(t *testing.T) {
 
 	e.reboot(sb, other)
 	m := reopen(t, e)
+	// The kernel's boot ID is the same here: other's record says it was
+	// kept in another boot, as after a real reboot.
+	rec := keptRecord(m, other.ID)
+	data, err := os.ReadFile(rec)
+	if err != nil || !strings.Contains(string(data), `"boot_id":"`) {
+		t.Fatalf("kept record of %s: %v", other.ShortID(), err)
+	}
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	data = []byte(strings.Replace(string(data), strings.TrimSpace(string(boot)), "00000000-0000-0000-0000-000000000000", 1))
+	if err := os.WriteFile(rec, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	list, err := m.List(ctx)
 	if err != nil || len(list) != 2 {
 		t.Fatalf("ps -a after the reboot: %v %v", list, err)
 	}
 	for _, s := range list {
-		if s.Status != sandbox.StatusExited || s.StatusLine() != "exited (runtime state lost)" || (s.Name != "web" && s.Name != "other") {
-			t.Fatalf("after the reboot: %s %q %q, want exited (runtime state lost)", s.ShortID(), s.Name, s.StatusLine())
+		want := map[string]string{"web": "exited (runtime state lost)", "other": "exited (host rebooted)"}[s.Name]
+		if s.Status != sandbox.StatusExited || s.StatusLine() != want {
+			t.Fatalf("after the reboot: %s %q %q, want %q", s.ShortID(), s.Name, s.StatusLine(), want)
 		}
 	}
 	if got, err := m.Get(ctx, "web"); err != nil || got.ID != sb.ID {
