@@ -139,3 +139,19 @@ func (s *Store) Rollback(created []digest.Digest) {
 	}
 	s.cleanTmp()
 }
+
+// Exclusive keeps creations (Hold), pulls, imports and prunes off the store
+// (in any process) until release is called: a sweep of what no image and no
+// sandbox uses (the extracted layer cache) runs under it, while no creation
+// is between resolving its image and recording the sandbox that uses it.
+func (s *Store) Exclusive(ctx context.Context) (release func(), err error) {
+	if s.readOnly {
+		return nil, fmt.Errorf("lock image store %s: %w", s.root, os.ErrPermission)
+	}
+	l, err := lockFile(ctx, s.gcLockPath(), true)
+	if err != nil {
+		return nil, fmt.Errorf("lock image store: %w", err)
+	}
+	var once sync.Once
+	return func() { once.Do(l.Unlock) }, nil
+}

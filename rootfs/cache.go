@@ -280,6 +280,127 @@ func (c *Cache) Remove(ctx context.Context, diffID digest.Digest) error {
 	return nil
 }
 
+// PrunedLayer is a layer Prune removed, and the disk space it took.
+type PrunedLayer struct {
+	DiffID digest.Digest
+	Bytes  int64
+}
+
+// Prune removes every layer for which keep is false, each under its lock
+// (a layer being extracted, or removed by another process, is passed by):
+// moved out of sight first, as Remove does, then removed by remove (nil:
+// as Remove does; a cache extracted in a user namespace needs one that
+// enters it). The caller makes sure no overlay that is mounted, or about
+// to be, uses a layer keep lets go (package sandbox holds the image
+// store). It returns what it removed, with the bytes each took.
+func (c *Cache) Prune(ctx context.Context, keep func(digest.Digest) bool, remove func(ctx context.Context, dir string) error) ([]PrunedLayer, error) {
+	if remove == nil {
+		remove = func(_ context.Context, dir string) error { return removeTree(dir) }
+	}
+	layers, err := c.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []PrunedLayer
+	for _, d := range layers {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		if keep(d) {
+			continue
+		}
+		size, err := c.pruneOne(ctx, d, remove)
+		if errors.Is(err, errLocked) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("remove layer %s: %w", d, err)
+		}
+		if size >= 0 {
+			out = append(out, PrunedLayer{DiffID: d, Bytes: size})
+		}
+	}
+	return out, nil
+}
+
+// pruneOne removes layer d unless its lock is held; -1: it was gone.
+func (c *Cache) pruneOne(ctx context.Context, d digest.Digest, remove func(context.Context, string) error) (int64, error) {
+	dir, err := c.layerDir(d)
+	if err != nil {
+		return 0, err
+	}
+	unlock, err := c.lock(ctx, d, false)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	if !isDir(dir) {
+		return -1, nil
+	}
+	size := DiskUsage(dir)
+	tmp, err := c.tmpDir(d)
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.Rename(dir, tmp); err != nil {
+		os.Remove(tmp)
+		return 0, &os.LinkError{Op: "rename", Old: dir, New: tmp, Err: err}
+	}
+	// Out of sight: a removal cut short leaves a temporary directory,
+	// which Clean removes.
+	if err := remove(ctx, tmp); err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// DiskUsage is the disk space the tree at dir takes (allocated blocks, each
+// inode once). It walks by descriptor, each directory opened from its
+// parent's with O_NOFOLLOW and each entry stat'ed with AT_SYMLINK_NOFOLLOW,
+// so that it never leaves the tree, even one a sandbox writes to while it
+// is walked (an upper directory, a volume); what cannot be read (a
+// directory of a subordinate user's) counts as nothing.
+func DiskUsage(dir string) int64 {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	seen := map[[2]uint64]bool{}
+	var st unix.Stat_t
+	var total int64
+	if unix.Fstat(fd, &st) == nil {
+		seen[[2]uint64{uint64(st.Dev), st.Ino}] = true
+		total = st.Blocks * 512
+	}
+	return total + usageAt(fd, seen)
+}
+
+// usageAt is DiskUsage of what directory fd holds; it closes fd.
+func usageAt(fd int, seen map[[2]uint64]bool) int64 {
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	var total int64
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		k := [2]uint64{uint64(st.Dev), st.Ino}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		total += st.Blocks * 512
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if cfd, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+				total += usageAt(cfd, seen)
+			}
+		}
+	}
+	return total
+}
+
 // List returns the diff IDs of the layers in the cache, sorted.
 func (c *Cache) List() ([]digest.Digest, error) {
 	entries, err := os.ReadDir(c.root)

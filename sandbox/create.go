@@ -69,6 +69,7 @@ func (m *Manager) create(ctx context.Context, c *creation) (sb *Sandbox, err err
 		c.writeBundle,
 		c.launch,
 		c.waitNetwork,
+		c.saveRecord,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -377,6 +378,11 @@ func (c *creation) recordSandbox(context.Context) error {
 	if c.imgStore != nil {
 		c.sb.ImageStore = c.imgStore.root
 	}
+	for _, l := range c.layers {
+		if l.Blob != "" {
+			c.sb.Lowers = append(c.sb.Lowers, l.DiffID)
+		}
+	}
 	c.sb.Snapshot = c.snapshot
 	if c.snapshot != "" {
 		c.sb.Image = c.snapshotImage
@@ -564,6 +570,16 @@ func (c *creation) waitNetwork(ctx context.Context) error {
 		}
 	}
 	trace.Mark("bothy", "network ready")
+	return nil
+}
+
+// saveRecord keeps the running sandbox's record in the data tree, for a
+// start after a reboot (see Paths.saveRecord).
+func (c *creation) saveRecord(context.Context) error {
+	if err := c.m.saveRecord(c.sb); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "record kept")
 	return nil
 }
 

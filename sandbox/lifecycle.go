@@ -267,6 +267,9 @@ func (m *Manager) Rename(ctx context.Context, ref, name string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := m.paths.restoreDir(ctx, id); err != nil { // after a reboot
+		return err
+	}
 	unlock, err := m.paths.lock(ctx, id)
 	if err != nil {
 		return err
@@ -296,5 +299,5 @@ func (m *Manager) Rename(ctx context.Context, ref, name string) error {
 		return err
 	}
 	m.paths.releaseName(old, id)
-	return nil
+	return m.saveRecord(&rec)
 }

@@ -350,6 +350,9 @@ func (m *Manager) Stop(ctx context.Context, ref string, grace time.Duration) err
 	if err != nil {
 		return err
 	}
+	if _, err := m.paths.restoreDir(ctx, id); err != nil { // after a reboot
+		return err
+	}
 	unlock, err := m.paths.lock(ctx, id)
 	if err != nil {
 		return err

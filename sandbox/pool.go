@@ -415,6 +415,9 @@ func (m *Manager) claimMember(ctx context.Context, opts ClaimOptions, id string)
 		_ = m.cleanupLocked(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
+	// Claimed and recorded: a record not kept costs only a start after a
+	// reboot, not the claim.
+	_ = m.saveRecord(sb)
 	return sb, nil
 }
 

@@ -43,6 +43,9 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 	// A creator holds the lock until its launcher has reported: without
 	// force, do not wait for it; with force, end the launcher, and the
 	// creator cleans up and lets go.
+	if _, err := m.paths.restoreDir(ctx, id); err != nil {
+		return err
+	}
 	endedLauncher := false
 	if sb, err := m.paths.readState(id); err == nil && sb.Status == StatusCreating {
 		if !force {
@@ -131,6 +134,9 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 		// alone. The upper root is the image's mount point: while it is
 		// mounted, nothing more is removed, so that rm can be run again.
 		{"disk limit removed", func() error { return m.removeDisk(ctx, id) }},
+		// The record kept for a start after a reboot goes before the
+		// upper directory: it never names one that is gone.
+		{"kept record removed", func() error { return m.paths.removeKept(id) }},
 		{"upper directory removed", func() error { return userns.RemoveAs(ctx, m.opts.Init, mapping, m.paths.upperRoot(id)) }},
 		{"state removed", func() error { return userns.RemoveAs(ctx, m.opts.Init, mapping, m.paths.dir(id)) }},
 		{"name released", func() error {
@@ -417,7 +423,7 @@ func (m *Manager) Prune(ctx context.Context) ([]string, error) {
 			removed = append(removed, id)
 		}
 	}
-	errs = append(errs, m.paths.pruneNewDirs(ctx), m.paths.releaseNames(""))
+	errs = append(errs, m.paths.pruneNewDirs(ctx), m.paths.releaseNames(""), m.paths.pruneKept())
 	// Forks' snapshots no sandbox is on any more, snapshots cut short.
 	if _, err := m.PruneSnapshots(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("prune snapshots: %w", err))
@@ -433,6 +439,9 @@ func (m *Manager) Prune(ctx context.Context) ([]string, error) {
 // pruneOne removes sandbox id unless it runs or is being created; it reports
 // whether it did.
 func (m *Manager) pruneOne(ctx context.Context, id string) (bool, error) {
+	if _, err := m.paths.restoreDir(ctx, id); err != nil {
+		return false, err
+	}
 	unlock, err := m.paths.tryLock(id)
 	switch {
 	case err == nil:

@@ -438,7 +438,7 @@ func (m *Manager) recoverSnapshot(ctx context.Context, sb *Sandbox) error {
 	if err := writeState(sb.Dir, sb); err != nil {
 		return err
 	}
-	return nil
+	return m.saveRecord(sb)
 }
 
 // reserveSnapshotName links names/NAME to id, atomically.

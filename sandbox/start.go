@@ -50,6 +50,11 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, *StartReport
 	if err != nil {
 		return nil, nil, err
 	}
+	// After a reboot: its state directory again, from the record kept in
+	// the data tree.
+	if _, err := m.paths.restoreDir(ctx, id); err != nil {
+		return nil, nil, err
+	}
 	old, err := m.paths.readState(id)
 	if err != nil {
 		return nil, nil, err

@@ -62,6 +62,9 @@ type Sandbox struct {
 	// AddedLayers are the layer files given at run (--layer), on top of
 	// the image's layers, bottom first.
 	AddedLayers []AddedLayer `json:"added_layers,omitempty"`
+	// Lowers are the diff IDs of the layers of the caller's layer cache
+	// the sandbox's root filesystem is on (image prune keeps them).
+	Lowers []string `json:"lowers,omitempty"`
 	// Slurm is the Slurm job and step the sandbox was created in.
 	Slurm      *SlurmJob         `json:"slurm,omitempty"`
 	Created    time.Time         `json:"created"`
@@ -143,6 +146,12 @@ type Sandbox struct {
 	// sandbox's attached network no longer works (its helper exited): the
 	// sandbox has no network.
 	NetworkError string `json:"network_error,omitempty"`
+	// RuntimeLost says, for a sandbox read from the record kept in the
+	// data tree, that its runtime state is gone (RuntimeRebooted,
+	// RuntimeWiped): it was running when the host rebooted, or when its
+	// state tree was wiped. It reads as exited (dead if its PID 1 still
+	// runs, unreachable); start brings it back.
+	RuntimeLost string `json:"runtime_lost,omitempty"`
 
 	// lost: there is no state.json (a creation killed before it wrote
 	// one, a removal killed after it removed it, a state tree wiped), only
@@ -154,6 +163,9 @@ type Sandbox struct {
 // StatusLine is the status as ps shows it: "exited (CODE)" for a sandbox
 // whose main process's exit code is known.
 func (s *Sandbox) StatusLine() string {
+	if s.RuntimeLost != "" && (s.Status == StatusExited || s.Status == StatusDead) {
+		return fmt.Sprintf("%s (%s)", s.Status, s.RuntimeLost)
+	}
 	if s.Status == StatusExited && s.Main != nil && s.Main.ExitCode != nil && !s.Main.Running {
 		return fmt.Sprintf("%s (%d)", s.Status, *s.Main.ExitCode)
 	}
@@ -163,7 +175,7 @@ func (s *Sandbox) StatusLine() string {
 // ExitCode is the main process's exit code once the sandbox has exited,
 // and whether it is known (a sandbox without a main process has none).
 func (s *Sandbox) ExitCode() (int, bool) {
-	if s.Main == nil || s.Main.ExitCode == nil || s.Main.Running {
+	if s.Main == nil || s.RuntimeLost != "" || s.Main.ExitCode == nil || s.Main.Running {
 		return 0, false
 	}
 	return *s.Main.ExitCode, true
@@ -268,6 +280,9 @@ func (p Paths) readRecord(id string, probeLock bool) (*Sandbox, error) {
 			if st, err = os.Lstat(p.upperRoot(id)); err != nil {
 				return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 			}
+			if p.fromKept(&s) {
+				break // its state tree was wiped: kept in the data tree
+			}
 			s.Dir, s.Socket = "", ""
 		}
 		s.Created, s.lost = st.ModTime().UTC(), true
@@ -276,6 +291,14 @@ func (p Paths) readRecord(id string, probeLock bool) (*Sandbox, error) {
 		s.Main, _ = readMainStatus(p.upperRoot(id)) // none yet, or unreadable: unknown
 	}
 	switch {
+	case s.RuntimeLost == RuntimeRebooted:
+		s.Status = StatusExited // its pid is of another boot
+	case s.RuntimeLost != "" && alive(s.Pid, s.PidStart):
+		// Its state tree wiped under it (not a reboot): it runs, and
+		// nothing can reach it; rm, prune and start kill it.
+		s.Status = StatusDead
+	case s.RuntimeLost != "":
+		s.Status = StatusExited
 	case alive(s.Pid, s.PidStart):
 		s.Status = StatusRunning
 	case s.Pid != 0:
@@ -565,6 +588,9 @@ func (p Paths) resolve(ref string) (string, error) {
 			if _, err := os.Stat(p.dir(id)); err == nil {
 				return id, nil
 			}
+		}
+		if id := p.keptByName(ref); id != "" {
+			return id, nil // its names were wiped with its state tree
 		}
 	}
 	ids, err := p.ids()

@@ -149,19 +149,27 @@ func newImageCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Manage images"}
 	prune := &cobra.Command{
 		Use:   "prune",
-		Short: "Delete blobs that no image name reaches",
-		Args:  cobra.NoArgs,
+		Short: "Delete dangling images, blobs no image reaches, and extracted layers nothing uses",
+		Long: `Delete images without a name, the blobs no image reaches, and the extracted layers
+of the layer cache that no image, sandbox (running, stopped or rebooted) or snapshot
+uses. Prints each layer removed and the space freed. A bothy run or start at work
+is waited for (it holds the image store): the layers it is about to use are kept.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.store()
+			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			freed, err := s.Prune(cmd.Context())
-			if err != nil {
-				return err
+			rep, err := m.PruneImages(cmd.Context())
+			out := cmd.OutOrStdout()
+			for _, l := range rep.Layers {
+				fmt.Fprintf(out, "deleted layer %s (%s)\n", l.DiffID, humanSize(l.Bytes))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "freed %s\n", humanSize(freed))
-			return nil
+			if rep.LayersKept != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "layer cache left as it is: %s\n", rep.LayersKept)
+			}
+			fmt.Fprintf(out, "freed %s (blobs %s, layers %s)\n", humanSize(rep.BlobBytes+rep.LayerBytes), humanSize(rep.BlobBytes), humanSize(rep.LayerBytes))
+			return err
 		},
 	}
 	ls := newImagesCmd(g)

@@ -839,7 +839,7 @@ func (k *killEnv) checkFiles(tr trial, o outcome) {
 			return nil
 		case slices.Contains(stores, rel):
 			return filepath.SkipDir
-		case rel == "." || rel == "run" || rel == "data" || rel == "run/sb" || rel == "run/names" || rel == "data/sandboxes":
+		case rel == "." || rel == "run" || rel == "data" || rel == "run/sb" || rel == "run/names" || rel == "data/sandboxes" || rel == "data/records":
 			return nil
 		case rel == "run/network" || rel == "run/network/leases" || rel == "run/network/helpers" || rel == "run/network/lock":
 			return nil // the network state directory's skeleton and lock file stay
@@ -874,11 +874,11 @@ func killTrials(t *testing.T) (int, time.Duration) {
 // The named steps (trace marks) bothy is killed at, in order.
 var (
 	createSteps = []string{"bothy:create", "bothy:image resolved", "bothy:directory made", "bothy:name reserved", "bothy:state written",
-		"bothy:launcher started", "bothy:bundle written", "bothy:launcher reported", "bothy:ready"}
+		"bothy:launcher started", "bothy:bundle written", "bothy:launcher reported", "bothy:record kept", "bothy:ready"}
 	launcherSteps = []string{"launcher:overlay mounted", "launcher:go-ahead", "launcher:container created",
 		"launcher:container running (libcontainer Run)", "launcher:executor ready"}
 	removeSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: network removed",
-		"bothy:rm: disk limit removed", "bothy:rm: upper directory removed", "bothy:rm: state removed"}
+		"bothy:rm: disk limit removed", "bothy:rm: kept record removed", "bothy:rm: upper directory removed", "bothy:rm: state removed"}
 	// A sandbox on the bridge: the steps its network adds, and those
 	// around them.
 	netCreateSteps = []string{"bothy:bundle written", "bothy:container started", "bothy:network attached",

@@ -141,8 +141,17 @@ func TestImages(t *testing.T) {
 	if _, errOut, code := c.run("", "run", "--rm", "mybox:1", "--", "true"); code == 0 || !strings.Contains(errOut, "no local image localhost/mybox:1") || !strings.Contains(errOut, "bothy pull mybox:1") {
 		t.Errorf("run on a removed image: exit %d, %q", code, errOut)
 	}
-	if out := c.ok("image", "prune"); !strings.HasPrefix(out, "freed ") || strings.HasPrefix(out, "freed 0 B") {
+	// Its blobs (and its extracted layers, unless the pulled busybox has
+	// the same ones) go: one line per layer, then the total.
+	out := c.ok("image", "prune")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "freed ") || strings.HasPrefix(last, "freed 0 B") {
 		t.Errorf("image prune: %q", out)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.HasPrefix(l, "deleted layer sha256:") {
+			t.Errorf("image prune: %q", out)
+		}
 	}
 }
 
