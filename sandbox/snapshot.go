@@ -522,6 +522,7 @@ func (m *Manager) snapshotVolumes(ctx context.Context, sb *Sandbox, sid string) 
 			if err := unix.Renameat2(unix.AT_FDCWD, upper, unix.AT_FDCWD, layer, unix.RENAME_NOREPLACE); err != nil {
 				return fmt.Errorf("snapshot %s: move the upper directory of its volume %s into the snapshot: %w", sb.ShortID(), v.Target, err)
 			}
+			trace.Mark("bothy", "snapshot: volume renamed")
 		} else if err != nil {
 			return fmt.Errorf("snapshot %s: volume %s: %w", sb.ShortID(), v.Target, err)
 		}
