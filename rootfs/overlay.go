@@ -259,6 +259,18 @@ func MountStack(target string, lowers []string, upper, work string, userxattr bo
 	if (upper == "") != (work == "") {
 		return fmt.Errorf("%w: upperdir and workdir go together", ErrInvalidOverlay)
 	}
+	// Whole and absolute first: commonDir needs absolute directories.
+	for i, p := range append([]string{upper, work}, lowers...) {
+		if i < 2 && p == "" {
+			continue
+		}
+		if err := checkOverlayPath("path", p); err != nil {
+			return err
+		}
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("%w: %q is not absolute", ErrInvalidOverlay, p)
+		}
+	}
 	dir := filepath.Dir(filepath.Clean(lowers[0]))
 	for _, l := range lowers[1:] {
 		dir = commonDir(dir, filepath.Dir(filepath.Clean(l)))

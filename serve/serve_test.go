@@ -422,3 +422,52 @@ func TestSnapshotRoutes(t *testing.T) {
 		t.Errorf("delete of an unused snapshot: %d, %d left", code, len(f.snaps))
 	}
 }
+
+// FuzzForkRequest sends bodies to POST /fork of a runtime: the answer is a
+// refusal or N children with N distinct sessions of their own, never the
+// parent's.
+func FuzzForkRequest(f *testing.F) {
+	f.Add(`{"n":3}`)
+	f.Add(`{"session_ids":["a","b"],"volumes":"share"}`)
+	f.Add(`{"n":2,"session_ids":["a","a"]}`)
+	f.Add(`{"n":-1}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		fm := newFake()
+		s, err := New(Options{Manager: fm, APIKey: "key"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent, _ := fm.Create(context.Background(), sandbox.CreateOptions{Labels: map[string]string{LabelSession: "p"}})
+		var fields map[string]any
+		if json.Unmarshal([]byte(body), &fields) != nil || fields == nil {
+			return
+		}
+		fields["runtime_id"] = parent.ID
+		b, _ := json.Marshal(fields)
+		req := httptest.NewRequest("POST", "/fork", strings.NewReader(string(b)))
+		req.Header.Set("X-API-Key", "key")
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		switch w.Code {
+		case 400, 404, 409:
+			return
+		case 201:
+		default:
+			t.Fatalf("POST /fork %s: %d %s", b, w.Code, w.Body)
+		}
+		var resp ForkResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{"p": true}
+		for _, rt := range resp.Runtimes {
+			if seen[rt.SessionID] || rt.SessionID == "" {
+				t.Fatalf("POST /fork %s: session %q twice or the parent's", b, rt.SessionID)
+			}
+			seen[rt.SessionID] = true
+		}
+		if len(resp.Runtimes) < 1 || len(resp.Runtimes) > MaxForkChildren {
+			t.Fatalf("POST /fork %s: %d children", b, len(resp.Runtimes))
+		}
+	})
+}
