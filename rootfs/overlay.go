@@ -237,3 +237,119 @@ func Unmount(target string) error {
 	}
 	return nil
 }
+
+// MaxStackPath is the longest path fsconfig(2) takes (it copies at most
+// 256 bytes of a string value, the NUL included).
+const MaxStackPath = 255
+
+// MountStack mounts an overlay of lowers (top-most first, absolute paths)
+// with upper and work (both empty for a read-only overlay) on target, with
+// the new mount API: fsopen("overlay"), one fsconfig "lowerdir+" call per
+// lower layer (Linux 6.8), fsmount and move_mount. There is no page limit
+// on the list, as there is on mount(2)'s data ([ErrOptionsTooLong]): only
+// overlay's own limit of 500 lower layers. Each path is given relative to
+// the lowers' deepest common directory when that is shorter, from a thread
+// that changed into it (as [MountIn]), and must then fit in
+// [MaxStackPath]. userxattr is [OverlayOptions]' rootless. No path is
+// escaped: fsconfig takes each one whole.
+func MountStack(target string, lowers []string, upper, work string, userxattr bool) error {
+	if len(lowers) == 0 {
+		return fmt.Errorf("%w: no lower layer", ErrInvalidOverlay)
+	}
+	if (upper == "") != (work == "") {
+		return fmt.Errorf("%w: upperdir and workdir go together", ErrInvalidOverlay)
+	}
+	// Whole and absolute first: commonDir needs absolute directories.
+	for i, p := range append([]string{upper, work}, lowers...) {
+		if i < 2 && p == "" {
+			continue
+		}
+		if err := checkOverlayPath("path", p); err != nil {
+			return err
+		}
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("%w: %q is not absolute", ErrInvalidOverlay, p)
+		}
+	}
+	dir := filepath.Dir(filepath.Clean(lowers[0]))
+	for _, l := range lowers[1:] {
+		dir = commonDir(dir, filepath.Dir(filepath.Clean(l)))
+	}
+	type param struct{ key, value string }
+	var params []param
+	add := func(key, p string) error {
+		if err := checkOverlayPath(key, p); err != nil {
+			return err
+		}
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("%w: %q is not absolute", ErrInvalidOverlay, p)
+		}
+		if r, err := filepath.Rel(dir, p); err == nil && r != ".." && !strings.HasPrefix(r, "../") && len(r) < len(p) {
+			p = r
+		}
+		if len(p) > MaxStackPath {
+			return fmt.Errorf("%w: %s %q is longer than fsconfig's %d bytes", ErrInvalidOverlay, key, p, MaxStackPath)
+		}
+		params = append(params, param{key, p})
+		return nil
+	}
+	// lowerdir+ appends below the layers given before: top-most first.
+	for _, l := range lowers {
+		if err := add("lowerdir+", l); err != nil {
+			return err
+		}
+	}
+	if upper != "" {
+		if err := add("upperdir", upper); err != nil {
+			return err
+		}
+		if err := add("workdir", work); err != nil {
+			return err
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, whose working directory is no
+		// longer the process's, ends with the goroutine (see MountIn).
+		runtime.LockOSThread()
+		errc <- func() error {
+			if err := unix.Unshare(unix.CLONE_FS); err != nil {
+				return fmt.Errorf("unshare filesystem attributes: %w", err)
+			}
+			if err := unix.Chdir(dir); err != nil {
+				return &os.PathError{Op: "chdir", Path: dir, Err: err}
+			}
+			fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("fsopen overlay: %w", err)
+			}
+			defer unix.Close(fsfd)
+			for _, p := range params {
+				if err := unix.FsconfigSetString(fsfd, p.key, p.value); err != nil {
+					return fmt.Errorf("fsconfig %s=%s: %w", p.key, p.value, err)
+				}
+			}
+			if userxattr {
+				if err := unix.FsconfigSetFlag(fsfd, "userxattr"); err != nil {
+					return fmt.Errorf("fsconfig userxattr: %w", err)
+				}
+			}
+			if err := unix.FsconfigCreate(fsfd); err != nil {
+				return fmt.Errorf("fsconfig create (%d lower layers): %w", len(lowers), err)
+			}
+			mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("fsmount: %w", err)
+			}
+			defer unix.Close(mfd)
+			if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("move_mount: %w", err)
+			}
+			return nil
+		}()
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("mount overlay on %s: %w", target, err)
+	}
+	return nil
+}

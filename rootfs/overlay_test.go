@@ -356,3 +356,27 @@ func TestDedupLowers(t *testing.T) {
 		t.Errorf("DedupLowers: %q, want %q", got, want)
 	}
 }
+
+// TestMountStackRefuses: what fsconfig could not take, or overlay could not
+// mount, is refused before any call, naming it.
+func TestMountStackRefuses(t *testing.T) {
+	long := "/" + strings.Repeat("x", MaxStackPath+1)
+	for _, tc := range []struct {
+		lowers      []string
+		upper, work string
+		want        string
+	}{
+		{nil, "", "", "no lower layer"},
+		{[]string{"/a"}, "/u", "", "go together"},
+		{[]string{"/a", "b"}, "", "", "not absolute"},
+		{[]string{"/a", "/b\x00"}, "", "", "NUL byte"},
+		{[]string{"/a", ""}, "", "", "empty"},
+		{[]string{"/a"}, "u", "/w", "not absolute"},
+		{[]string{"/a/l", long}, "", "", "longer than fsconfig's"},
+	} {
+		err := MountStack(t.TempDir(), tc.lowers, tc.upper, tc.work, false)
+		if !errors.Is(err, ErrInvalidOverlay) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("MountStack(%q, %q, %q): %v, want %q", tc.lowers, tc.upper, tc.work, err, tc.want)
+		}
+	}
+}

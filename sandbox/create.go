@@ -91,6 +91,9 @@ type creation struct {
 	// addSnapshotLayers); "" for none.
 	snapshot      string
 	snapshotImage string // the snapshot's image, by the name it was run as
+	// volumeLayers are the overlay volumes' snapshot layers, by target
+	// (snapshotVolumeLayers).
+	volumeLayers map[string][]string
 	// caCerts is the host file mounted at CACertsPath ("": none).
 	caCerts string
 
@@ -348,7 +351,7 @@ func (c *creation) makeRootfs(ctx context.Context) error {
 // first use, the overlay volumes' directories.
 func (c *creation) makeVolumes(context.Context) error {
 	var err error
-	c.overlays, err = c.m.setupMounts(c.id, c.mounts, c.old != nil)
+	c.overlays, err = c.m.setupMounts(c.id, c.mounts, c.old != nil, c.volumeLayers)
 	return err
 }
 

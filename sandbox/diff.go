@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -99,7 +100,7 @@ func (m *Manager) Diff(ctx context.Context, ref string, opts DiffOptions) (*Diff
 		if mnt.Kind != MountOverlay {
 			return nil, fmt.Errorf("%w: %s in sandbox %s is a %s mount (%q)", ErrNoOverlay, clean, sb.ShortID(), mnt.Kind, mnt.Spec)
 		}
-		changes, err := userns.ChangesAs(ctx, m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: mnt.Upper, Lowers: []string{mnt.HostPath}, Export: opts.Export})
+		changes, err := userns.ChangesAs(ctx, m.opts.Init, sb.IDMap, userns.ChangesRequest{Upper: mnt.Upper, Lowers: append(slices.Clone(mnt.Layers), mnt.HostPath), Export: opts.Export})
 		if err != nil {
 			return nil, err
 		}

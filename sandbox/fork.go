@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,10 @@ const (
 	ForkVolumesShare = "share"
 )
 
+// ErrForkVolumes: a fork refused because its children would share the
+// parent's bind mounts or named volumes (ForkVolumesShare allows it).
+var ErrForkVolumes = errors.New("fork would share writable volumes")
+
 // ForkOptions are a fork's.
 type ForkOptions struct {
 	// N is how many children (default 1).
@@ -33,6 +38,10 @@ type ForkOptions struct {
 	// Grace is the parent's processes' grace before SIGKILL (see
 	// SnapshotOptions).
 	Grace time.Duration
+	// Each, when set, adjusts child i's options (from 0) before it is
+	// created, after the name and key are set: bothy serve gives each
+	// child its own session.
+	Each func(i int, opts *CreateOptions)
 }
 
 // Fork takes an unnamed snapshot of sandbox ref (TakeSnapshot: the parent
@@ -42,9 +51,10 @@ type ForkOptions struct {
 // sessions, and the parent's configuration: image, limits, network mode
 // and egress policy (published ports get fresh host ports), environment,
 // working directory, user, main command, labels, security. Processes are
-// not copied: the children's start afresh. Overlay volumes start empty
-// above their host directory in each child (the parent's writes to them
-// stay the parent's); tmpfs mounts start empty; bind mounts and named
+// not copied: the children's start afresh. Overlay volumes fork as the root
+// filesystem does: their upper directories become layers of the snapshot,
+// below a fresh upper in the parent and in each child
+// (snapshotVolumeLayers); tmpfs mounts start empty; bind mounts and named
 // volumes are refused, or shared with ForkVolumesShare.
 //
 // It returns the children it started; an error says which failed. The
@@ -76,7 +86,7 @@ func (m *Manager) Fork(ctx context.Context, ref string, o ForkOptions) (*Snapsho
 			}
 		}
 		if len(shared) > 0 {
-			return nil, nil, fmt.Errorf("fork %s: its volumes %s would be shared by its children: --volumes share to share them", parent.ShortID(), strings.Join(shared, ", "))
+			return nil, nil, fmt.Errorf("fork %s: %w: its volumes %s would be shared by its children: --volumes share to share them", parent.ShortID(), ErrForkVolumes, strings.Join(shared, ", "))
 		}
 	}
 	for i := range opts.Network.Publish {
@@ -102,6 +112,10 @@ func (m *Manager) Fork(ctx context.Context, ref string, o ForkOptions) (*Snapsho
 			child.Name = fmt.Sprintf("%s-%d", o.NamePrefix, i+1)
 		}
 		child.Env = append([]string(nil), opts.Env...)
+		if o.Each != nil {
+			child.Labels = maps.Clone(opts.Labels)
+			o.Each(i, &child)
+		}
 		wg.Go(func() {
 			children[i], errs[i] = m.Create(ctx, child)
 			if errs[i] != nil {

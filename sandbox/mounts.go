@@ -91,7 +91,10 @@ func (m *Manager) volumeDirs(id string, i int) (upper, work, merged string) {
 // use, overlay upper, work and mount point directories. The caller holds the
 // volume lock shared. With reuse (a sandbox started again), the overlay
 // volumes' upper directories are there, with what the sandbox wrote.
-func (m *Manager) setupMounts(id string, mounts []Mount, reuse bool) ([]ipc.Overlay, error) {
+// layers are the overlay volumes' snapshot layers by target, top-most
+// first (snapshotVolumeLayers): they go between the host directory and the
+// upper.
+func (m *Manager) setupMounts(id string, mounts []Mount, reuse bool, layers map[string][]string) ([]ipc.Overlay, error) {
 	var overlays []ipc.Overlay
 	for i := range mounts {
 		mnt := &mounts[i]
@@ -104,7 +107,19 @@ func (m *Manager) setupMounts(id string, mounts []Mount, reuse bool) ([]ipc.Over
 			mnt.HostPath = v.Mountpoint
 		case MountOverlay:
 			upper, work, merged := m.volumeDirs(id, i)
-			st, err := os.Stat(mnt.HostPath)
+			mnt.Layers = layers[mnt.Target]
+			// The upper directory's attributes are those of the
+			// mount's root inside: the host directory's, or the
+			// top snapshot layer's (the root as it was forked).
+			attrs := mnt.HostPath
+			if len(mnt.Layers) > 0 {
+				attrs = mnt.Layers[0]
+			}
+			stat := os.Stat
+			if len(mnt.Layers) > 0 {
+				stat = os.Lstat
+			}
+			st, err := stat(attrs)
 			if err != nil {
 				return nil, fmt.Errorf("volume %q: %w", mnt.Spec, err)
 			}
@@ -113,14 +128,12 @@ func (m *Manager) setupMounts(id string, mounts []Mount, reuse bool) ([]ipc.Over
 					return nil, fmt.Errorf("volume %q: %w", mnt.Spec, err)
 				}
 			}
-			// The upper directory's attributes are those of the
-			// mount's root inside: the host directory's.
 			if reuse {
 				if st, err := os.Lstat(upper); err != nil || !st.IsDir() {
 					return nil, fmt.Errorf("volume %q: its upper directory is gone: %w", mnt.Spec, cmp.Or(err, errors.New("not a directory")))
 				}
 				mnt.Upper = upper
-				overlays = append(overlays, ipc.Overlay{Lower: mnt.HostPath, Upper: upper, Work: work, Target: merged})
+				overlays = append(overlays, ipc.Overlay{Lower: mnt.HostPath, Layers: mnt.Layers, Upper: upper, Work: work, Target: merged})
 				continue
 			}
 			if err := os.Mkdir(upper, 0o700); err != nil {
@@ -133,7 +146,7 @@ func (m *Manager) setupMounts(id string, mounts []Mount, reuse bool) ([]ipc.Over
 				_ = os.Lchown(upper, int(sys.Uid), int(sys.Gid))
 			}
 			mnt.Upper = upper
-			overlays = append(overlays, ipc.Overlay{Lower: mnt.HostPath, Upper: upper, Work: work, Target: merged})
+			overlays = append(overlays, ipc.Overlay{Lower: mnt.HostPath, Layers: mnt.Layers, Upper: upper, Work: work, Target: merged})
 		}
 	}
 	return overlays, nil

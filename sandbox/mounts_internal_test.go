@@ -59,7 +59,7 @@ func TestPlanMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	overlays, err := m.setupMounts(id, mounts, false)
+	overlays, err := m.setupMounts(id, mounts, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,11 +48,13 @@ var (
 
 // MaxSnapshotDepth is how many snapshots deep a sandbox's layer stack may
 // be (snapshots of sandboxes started from snapshots...). Each is a lower
-// directory of the overlay, whose mount options must fit in a page (see
-// rootfs.OverlayOptionsIn): 32 snapshot layers take about 1.6 kB of it
-// beside the image's layers. Past it, bothy commit makes an image of the
-// sandbox to start again from.
-const MaxSnapshotDepth = 32
+// directory of the overlay. A stack whose mount options do not fit in a
+// page (about 80 snapshot layers over a one-layer image, 16 over a
+// 40-layer one) is mounted with one fsconfig call per layer
+// (rootfs.MountStack), so the limit is overlay's own: 500 lower layers,
+// of which this leaves 244 to the image's. Past it, bothy commit makes an
+// image of the sandbox to start again from.
+const MaxSnapshotDepth = 256
 
 // Snapshot is the record of one snapshot (snapshot.json).
 type Snapshot struct {
@@ -68,6 +71,9 @@ type Snapshot struct {
 	ImageStore  string         `json:"image_store,omitempty"`
 	IDMap       userns.Mapping `json:"idmap"`
 	Created     time.Time      `json:"created"`
+	// Volumes are the source's overlay volumes, whose upper directories
+	// became layers of this snapshot too (snapshots/ID/volumes/N).
+	Volumes []SnapshotVolume `json:"volumes,omitempty"`
 
 	// Filled in when read, never stored.
 	Dir   string   `json:"dir"`
@@ -84,6 +90,22 @@ func (p Paths) snapshotLayer(id string) string {
 	return filepath.Join(p.snapshots(), id, "layer")
 }
 func (p Paths) snapshotNames() string { return filepath.Join(p.snapshots(), "names") }
+func (p Paths) snapshotVolumeLayer(id string, index int) string {
+	return filepath.Join(p.snapshots(), id, "volumes", strconv.Itoa(index))
+}
+
+// SnapshotVolume is one overlay volume of a snapshot's source: its upper
+// directory, renamed to snapshots/ID/volumes/INDEX after the root
+// filesystem's (see recoverSnapshot), is a lower layer of the volume in
+// every sandbox on the snapshot that mounts the same host directory at the
+// same target.
+type SnapshotVolume struct {
+	Target   string `json:"target"`
+	HostPath string `json:"host_path"`
+	// Index is the volume's place in the source's mounts: its upper was
+	// volumes/INDEX/upper in the source's directory.
+	Index int `json:"index"`
+}
 
 // lockSnapshots takes the snapshots directory's lock (made on first use).
 func (m *Manager) lockSnapshots(ctx context.Context, exclusive bool) (unlock func(), err error) {
@@ -234,7 +256,42 @@ func (c *creation) addSnapshotLayers(context.Context) error {
 	for _, s := range chain {
 		c.layers = append(c.layers, ipc.Layer{Snapshot: c.m.paths.snapshotLayer(s.ID)})
 	}
-	return nil
+	c.volumeLayers, err = c.m.snapshotVolumeLayers(chain, c.mounts)
+	return err
+}
+
+// snapshotVolumeLayers are the snapshot layers of each overlay volume in
+// mounts, by target, top-most first: walking down the chain (bottom first)
+// from its top, every snapshot whose source had an overlay volume of the
+// same host directory at the same target gives its layer of it, until one
+// did not (below it, the volume's writes were not the chain's). So a fork's
+// child, or a sandbox run from a snapshot with the same -v, sees the
+// volume as its source had it; another host directory or target starts
+// empty above its host directory.
+func (m *Manager) snapshotVolumeLayers(chain []*Snapshot, mounts []Mount) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, mnt := range mounts {
+		if mnt.Kind != MountOverlay {
+			continue
+		}
+	walk:
+		for i := len(chain) - 1; i >= 0; i-- {
+			s := chain[i]
+			for _, v := range s.Volumes {
+				if v.Target != mnt.Target || v.HostPath != mnt.HostPath {
+					continue
+				}
+				layer := m.paths.snapshotVolumeLayer(s.ID, v.Index)
+				if st, err := os.Lstat(layer); err != nil || !st.IsDir() {
+					return nil, fmt.Errorf("%w: %s: its layer of volume %s is missing (its snapshot was cut short: bothy start %s finishes it)", ErrSnapshotNotFound, s.ID[:12], v.Target, s.Source[:12])
+				}
+				out[mnt.Target] = append(out[mnt.Target], layer)
+				continue walk
+			}
+			break
+		}
+	}
+	return out, nil
 }
 
 // SnapshotOptions are a snapshot's.
@@ -313,7 +370,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, ref string, o SnapshotOption
 		depth = parent.Depth + 1
 	}
 	if depth > MaxSnapshotDepth {
-		return nil, false, fmt.Errorf("snapshot %s: %w: its layer stack is %d snapshots deep already (overlay's mount options must fit in a page); make an image of it with bothy commit and start from that", sb.ShortID(), ErrSnapshotDepth, depth-1)
+		return nil, false, fmt.Errorf("snapshot %s: %w: its layer stack is %d snapshots deep already (overlay takes at most 500 lower layers); make an image of it with bothy commit and start from that", sb.ShortID(), ErrSnapshotDepth, depth-1)
 	}
 	unlockSnaps, err := m.lockSnapshots(ctx, false)
 	if err != nil {
@@ -329,9 +386,19 @@ func (m *Manager) takeSnapshot(ctx context.Context, ref string, o SnapshotOption
 		Image: sb.Image, ImageDigest: sb.ImageDigest, ImageStore: sb.ImageStore, IDMap: sb.IDMap,
 		Created: time.Now().UTC(),
 	}
+	for i, mnt := range sb.Mounts {
+		if mnt.Kind == MountOverlay && mnt.Upper != "" {
+			s.Volumes = append(s.Volumes, SnapshotVolume{Target: mnt.Target, HostPath: mnt.HostPath, Index: i})
+		}
+	}
 	s.Dir = m.paths.snapshotDir(s.ID)
 	if err := os.Mkdir(s.Dir, 0o700); err != nil {
 		return nil, false, fmt.Errorf("make snapshot: %w", err)
+	}
+	if len(s.Volumes) > 0 {
+		if err := os.Mkdir(filepath.Join(s.Dir, "volumes"), 0o700); err != nil {
+			return nil, false, fmt.Errorf("make snapshot: %w", err)
+		}
 	}
 	if err := writeJSON(filepath.Join(s.Dir, "snapshot.json"), s); err != nil {
 		return nil, false, fmt.Errorf("make snapshot: %w", err)
@@ -417,16 +484,14 @@ func (m *Manager) recoverSnapshot(ctx context.Context, sb *Sandbox) error {
 	st, err := os.Lstat(layer)
 	switch {
 	case err == nil && st.IsDir():
-		upper := filepath.Join(m.paths.upperRoot(sb.ID), "upper")
-		if err := os.Mkdir(upper, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("snapshot: make a fresh upper directory: %w", err)
-		} else if err == nil {
-			if err := os.Chmod(upper, st.Mode().Perm()|st.Mode()&(os.ModeSticky|os.ModeSetgid)); err != nil {
-				return fmt.Errorf("snapshot: make a fresh upper directory: %w", err)
-			}
-			if sys, ok := st.Sys().(*unix.Stat_t); ok && os.Geteuid() == 0 {
-				_ = os.Lchown(upper, int(sys.Uid), int(sys.Gid))
-			}
+		// The overlay volumes' uppers follow the root filesystem's
+		// (renamed after it: before it, a kill would leave them in a
+		// snapshot that is forgotten).
+		if err := m.snapshotVolumes(ctx, sb, sid); err != nil {
+			return err
+		}
+		if err := freshUpper(filepath.Join(m.paths.upperRoot(sb.ID), "upper"), st); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
 		}
 		// The work directory may hold what the old overlay left.
 		_ = userns.RemoveAs(ctx, m.opts.Init, sb.IDMap, filepath.Join(m.paths.upperRoot(sb.ID), "work", "work"))
@@ -439,6 +504,60 @@ func (m *Manager) recoverSnapshot(ctx context.Context, sb *Sandbox) error {
 		return err
 	}
 	return m.saveRecord(sb)
+}
+
+// snapshotVolumes renames each overlay volume's upper directory of sb into
+// snapshot sid's layers (those not renamed yet) and gives the volume a
+// fresh upper with the layer's mode (and owner, as root). The caller holds
+// sb's lock; sb is stopped (its root filesystem's upper was renamed).
+func (m *Manager) snapshotVolumes(ctx context.Context, sb *Sandbox, sid string) error {
+	s, err := m.readSnapshot(sid)
+	if err != nil {
+		return err
+	}
+	for _, v := range s.Volumes {
+		upper, work, _ := m.volumeDirs(sb.ID, v.Index)
+		layer := m.paths.snapshotVolumeLayer(sid, v.Index)
+		if _, err := os.Lstat(layer); errors.Is(err, os.ErrNotExist) {
+			if err := unix.Renameat2(unix.AT_FDCWD, upper, unix.AT_FDCWD, layer, unix.RENAME_NOREPLACE); err != nil {
+				return fmt.Errorf("snapshot %s: move the upper directory of its volume %s into the snapshot: %w", sb.ShortID(), v.Target, err)
+			}
+			trace.Mark("bothy", "snapshot: volume renamed")
+		} else if err != nil {
+			return fmt.Errorf("snapshot %s: volume %s: %w", sb.ShortID(), v.Target, err)
+		}
+		st, err := os.Lstat(layer)
+		if err != nil || !st.IsDir() {
+			return fmt.Errorf("snapshot %s: volume %s: its layer is not a directory", sb.ShortID(), v.Target)
+		}
+		if err := freshUpper(upper, st); err != nil {
+			return fmt.Errorf("snapshot %s: volume %s: %w", sb.ShortID(), v.Target, err)
+		}
+		_ = userns.RemoveAs(ctx, m.opts.Init, sb.IDMap, filepath.Join(work, "work"))
+		// The record's stack, until a start plans it again (diff of
+		// a sandbox left stopped).
+		if v.Index < len(sb.Mounts) && sb.Mounts[v.Index].Target == v.Target && !slices.Contains(sb.Mounts[v.Index].Layers, layer) {
+			sb.Mounts[v.Index].Layers = append([]string{layer}, sb.Mounts[v.Index].Layers...)
+		}
+	}
+	return nil
+}
+
+// freshUpper makes upper, when it is not there, with the mode of st (the
+// layer it replaces) and, as root, its owner.
+func freshUpper(upper string, st os.FileInfo) error {
+	if err := os.Mkdir(upper, 0o700); errors.Is(err, os.ErrExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("make a fresh upper directory: %w", err)
+	}
+	if err := os.Chmod(upper, st.Mode().Perm()|st.Mode()&(os.ModeSticky|os.ModeSetgid)); err != nil {
+		return fmt.Errorf("make a fresh upper directory: %w", err)
+	}
+	if sys, ok := st.Sys().(*unix.Stat_t); ok && os.Geteuid() == 0 {
+		_ = os.Lchown(upper, int(sys.Uid), int(sys.Gid))
+	}
+	return nil
 }
 
 // reserveSnapshotName links names/NAME to id, atomically.

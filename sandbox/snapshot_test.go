@@ -241,8 +241,12 @@ func TestSnapshotAndFork(t *testing.T) {
 }
 
 // TestSnapshotDepth: a stopped sandbox is snapshotted without a start, as
-// deep as MaxSnapshotDepth, and then starts on all those layers (the
-// overlay's options fit); one more is refused, saying what to do.
+// deep as MaxSnapshotDepth (past the 80 or so layers whose overlay options
+// fit in a page: the launcher mounts it with one fsconfig call per layer),
+// and then starts on all those layers with every layer's file read back
+// and the top-most copy of a file rewritten at each level winning; a
+// sandbox on a snapshot half-way down sees that level; one more snapshot is
+// refused, saying what to do.
 func TestSnapshotDepth(t *testing.T) {
 	m := newManager(t)
 	ctx := context.Background()
@@ -254,14 +258,19 @@ func TestSnapshotDepth(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, m, "deep", sandbox.StatusExited)
+	var ids []string
 	for i := range sandbox.MaxSnapshotDepth {
-		// Each layer holds one file of its own.
-		if err := os.WriteFile(filepath.Join(sb.UpperDir, fmt.Sprintf("layer%02d", i)), []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
+		// Each layer holds one file of its own, and its copy of /top.
+		for name, data := range map[string]string{fmt.Sprintf("layer%03d", i): fmt.Sprint(i), "top": fmt.Sprint(i)} {
+			if err := os.WriteFile(filepath.Join(sb.UpperDir, name), []byte(data+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if _, err := m.TakeSnapshot(ctx, "deep", sandbox.SnapshotOptions{}); err != nil {
+		s, err := m.TakeSnapshot(ctx, "deep", sandbox.SnapshotOptions{})
+		if err != nil {
 			t.Fatalf("snapshot %d: %v", i+1, err)
 		}
+		ids = append(ids, s.ID)
 		if got, _ := m.Get(ctx, "deep"); got.Status != sandbox.StatusExited {
 			t.Fatalf("a stopped sandbox is %s after its snapshot", got.Status)
 		}
@@ -270,12 +279,27 @@ func TestSnapshotDepth(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrSnapshotDepth) || !strings.Contains(err.Error(), "bothy commit") {
 		t.Fatalf("snapshot past the depth: %v", err)
 	}
+	want := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "%d ", i)
+		}
+		return fmt.Sprintf("%s/ %d", b.String(), n-1)
+	}
 	got, _, err := m.Start(ctx, "deep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := run(t, got, "ls / | grep -c '^layer'"); n != fmt.Sprint(sandbox.MaxSnapshotDepth) {
-		t.Fatalf("%s layers' files seen, want %d", n, sandbox.MaxSnapshotDepth)
+	if out := run(t, got, "echo $(cat /layer*) / $(cat /top)"); out != want(sandbox.MaxSnapshotDepth) {
+		t.Fatalf("%d layers deep, the sandbox reads %q", sandbox.MaxSnapshotDepth, out)
+	}
+	half := sandbox.MaxSnapshotDepth / 2
+	mid, err := m.Create(ctx, sandbox.CreateOptions{FromSnapshot: ids[half-1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := run(t, mid, "echo $(cat /layer*) / $(cat /top)"); out != want(half) {
+		t.Fatalf("on snapshot %d, the sandbox reads %q", half, out)
 	}
 }
 

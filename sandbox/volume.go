@@ -50,6 +50,10 @@ type Mount struct {
 	// Upper is an overlay volume's upper directory: what the sandbox
 	// changed (see Manager.Diff).
 	Upper string `json:"upper,omitempty"`
+	// Layers are an overlay volume's snapshot layers, top-most first,
+	// between HostPath and Upper: what the sandbox it was forked or
+	// snapshotted from had written there (see snapshotVolumeLayers).
+	Layers []string `json:"layers,omitempty"`
 }
 
 // volumePrefix introduces a named volume: volume:NAME:CTR[:ro].

@@ -45,6 +45,10 @@ type StartRequest struct {
 	RunAsGroup     *int              `json:"run_as_group,omitempty"`
 	FSGroup        *int              `json:"fs_group,omitempty"`
 	PullPolicy     string            `json:"image_pull_policy,omitempty"`
+	// Snapshot, bothy's own, starts the runtime on a snapshot (POST
+	// /snapshot, by name or ID) instead of the image: the snapshot's image
+	// with its layers.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Command is a start command: OpenHands sends a list of arguments (V0) or

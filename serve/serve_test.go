@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +20,8 @@ type fakeManager struct {
 	sbs     map[string]*sandbox.Sandbox
 	created []sandbox.CreateOptions
 	paused  map[string]bool
+	snaps   []*sandbox.Snapshot
+	forkErr error
 }
 
 var _ Manager = (*fakeManager)(nil)
@@ -257,6 +261,213 @@ func FuzzStartRequest(f *testing.F) {
 		}
 		if opts.Workdir != "" && !strings.HasPrefix(opts.Workdir, "/") {
 			t.Fatalf("relative workdir %q", opts.Workdir)
+		}
+	})
+}
+
+// Forks and snapshots, in memory: Fork starts N children through Create
+// with the parent's labels and environment, adjusted by Each.
+func (f *fakeManager) Fork(ctx context.Context, ref string, o sandbox.ForkOptions) (*sandbox.Snapshot, []*sandbox.Sandbox, error) {
+	parent, ok := f.sbs[ref]
+	if !ok {
+		return nil, nil, sandbox.ErrNotFound
+	}
+	if f.forkErr != nil {
+		return nil, nil, f.forkErr
+	}
+	var kids []*sandbox.Sandbox
+	for i := range o.N {
+		opts := sandbox.CreateOptions{Labels: maps.Clone(parent.Labels), Env: slices.Clone(f.created[0].Env), APIKey: ""}
+		o.Each(i, &opts)
+		c, err := f.Create(ctx, opts)
+		if err != nil {
+			return nil, kids, err
+		}
+		kids = append(kids, c)
+	}
+	return &sandbox.Snapshot{ID: strings.Repeat("f", 64)}, kids, nil
+}
+
+func (f *fakeManager) TakeSnapshot(_ context.Context, ref string, o sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
+	if _, ok := f.sbs[ref]; !ok {
+		return nil, sandbox.ErrNotFound
+	}
+	s := &sandbox.Snapshot{ID: strings.Repeat("5", 64), Name: o.Name, Image: "img", Depth: 1, Complete: true, Users: []string{ref}}
+	f.snaps = append(f.snaps, s)
+	return s, nil
+}
+
+func (f *fakeManager) ListSnapshots(context.Context) ([]*sandbox.Snapshot, error) {
+	return f.snaps, nil
+}
+
+func (f *fakeManager) GetSnapshot(_ context.Context, ref string) (*sandbox.Snapshot, error) {
+	for _, s := range f.snaps {
+		if s.Name == ref || s.ID == ref {
+			return s, nil
+		}
+	}
+	return nil, sandbox.ErrSnapshotNotFound
+}
+
+func (f *fakeManager) RemoveSnapshot(ctx context.Context, ref string) error {
+	s, err := f.GetSnapshot(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if len(s.Users) > 0 {
+		return sandbox.ErrSnapshotInUse
+	}
+	f.snaps = slices.DeleteFunc(f.snaps, func(x *sandbox.Snapshot) bool { return x == s })
+	return nil
+}
+
+// TestForkRoutes: POST /fork starts N children, each with a session of its
+// own (given or made), named by it; an agent server's children get keys
+// of their own, in the environment too; bad requests are refused before
+// anything is forked, with their status; the manager's refusals map to 409
+// and 404.
+func TestForkRoutes(t *testing.T) {
+	f, ts := newTestServer(t)
+	var parent Runtime
+	if code := call(t, ts, "POST", "/start", "key", `{"session_id":"s1","command":"python -m openhands.agent_server --port 8000"}`, &parent); code != 201 {
+		t.Fatalf("start: %d", code)
+	}
+	var resp ForkResponse
+	if code := call(t, ts, "POST", "/fork", "key", `{"runtime_id":"`+parent.RuntimeID+`","n":3}`, &resp); code != 201 {
+		t.Fatalf("fork: %d", code)
+	}
+	if len(resp.Runtimes) != 3 || resp.Runtime.RuntimeID != parent.RuntimeID || resp.SnapshotID == "" {
+		t.Fatalf("fork answered %+v", resp)
+	}
+	parentKey := f.created[0].APIKey
+	for i, rt := range resp.Runtimes {
+		o := f.created[i+1]
+		if !strings.HasPrefix(rt.SessionID, "s1-fork-") || !strings.HasSuffix(rt.SessionID, fmt.Sprintf("-%d", i+1)) || o.Name != rt.SessionID {
+			t.Errorf("child %d: session %q name %q", i, rt.SessionID, o.Name)
+		}
+		if o.APIKey == "" || o.APIKey == parentKey || !slices.Contains(o.Env, "SESSION_API_KEY="+o.APIKey) || slices.Contains(o.Env, "SESSION_API_KEY="+parentKey) {
+			t.Errorf("child %d's key %q, env %v (parent's key %q)", i, o.APIKey, o.Env, parentKey)
+		}
+	}
+	if code := call(t, ts, "POST", "/fork", "key", `{"runtime_id":"`+parent.RuntimeID+`","session_ids":["a","b"]}`, &resp); code != 201 || resp.Runtimes[1].SessionID != "b" {
+		t.Errorf("fork with session_ids: %d %+v", code, resp.Runtimes)
+	}
+	before := len(f.created)
+	for body, want := range map[string]int{
+		`{"runtime_id":"` + parent.RuntimeID + `","n":65}`:                    400,
+		`{"runtime_id":"` + parent.RuntimeID + `","n":2,"session_ids":["x"]}`: 400,
+		`{"runtime_id":"` + parent.RuntimeID + `","session_ids":["x","x"]}`:   400,
+		`{"runtime_id":"` + parent.RuntimeID + `","session_ids":["s1"]}`:      409,
+		`{"runtime_id":"` + parent.RuntimeID + `","session_ids":["a/b"]}`:     400,
+		`{"runtime_id":"` + parent.RuntimeID + `","volumes":"copy"}`:          400,
+		`{"runtime_id":"` + strings.Repeat("9", 64) + `"}`:                    404,
+		`{"runtime_id":`: 400,
+	} {
+		if code := call(t, ts, "POST", "/fork", "key", body, nil); code != want {
+			t.Errorf("fork %s: %d, want %d", body, code, want)
+		}
+	}
+	f.forkErr = fmt.Errorf("fork x: %w: its volumes /a:/b …", sandbox.ErrForkVolumes)
+	var e map[string]string
+	if code := call(t, ts, "POST", "/fork", "key", `{"runtime_id":"`+parent.RuntimeID+`"}`, &e); code != 409 || !strings.Contains(e["detail"], "/a:/b") {
+		t.Errorf("fork refused for its volumes: %d %v", code, e)
+	}
+	if len(f.created) != before {
+		t.Errorf("refused forks created %d sandboxes", len(f.created)-before)
+	}
+	if code := call(t, ts, "POST", "/fork", "", `{"runtime_id":"`+parent.RuntimeID+`"}`, nil); code != 401 {
+		t.Errorf("fork without the key: %d", code)
+	}
+}
+
+// TestSnapshotRoutes: POST /snapshot names a runtime's snapshot and answers
+// it with the runtime; GET /snapshots lists; DELETE refuses one in use
+// (409) and an unknown one (404); /start with a snapshot starts on it,
+// with no image and not from a pool.
+func TestSnapshotRoutes(t *testing.T) {
+	f, ts := newTestServer(t)
+	var rt Runtime
+	if code := call(t, ts, "POST", "/start", "key", `{"session_id":"s1"}`, &rt); code != 201 {
+		t.Fatalf("start: %d", code)
+	}
+	if code := call(t, ts, "POST", "/snapshot", "key", `{"runtime_id":"`+rt.RuntimeID+`","name":"../x"}`, nil); code != 400 {
+		t.Errorf("snapshot with a bad name: %d", code)
+	}
+	var sr SnapshotResponse
+	if code := call(t, ts, "POST", "/snapshot", "key", `{"runtime_id":"`+rt.RuntimeID+`","name":"setup"}`, &sr); code != 201 || sr.Snapshot.Name != "setup" || sr.Runtime.RuntimeID != rt.RuntimeID {
+		t.Fatalf("snapshot: %d %+v", code, sr)
+	}
+	var list struct {
+		Snapshots []SnapshotInfo `json:"snapshots"`
+	}
+	if code := call(t, ts, "GET", "/snapshots", "key", "", &list); code != 200 || len(list.Snapshots) != 1 || list.Snapshots[0].Sandboxes != 1 {
+		t.Errorf("snapshots: %d %+v", code, list)
+	}
+	if code := call(t, ts, "DELETE", "/snapshots/setup", "key", "", nil); code != 409 {
+		t.Errorf("delete of a snapshot in use: %d", code)
+	}
+	if code := call(t, ts, "DELETE", "/snapshots/nope", "key", "", nil); code != 404 {
+		t.Errorf("delete of no snapshot: %d", code)
+	}
+	var from Runtime
+	if code := call(t, ts, "POST", "/start", "key", `{"session_id":"s2","image":"ignored:1","snapshot":"setup"}`, &from); code != 201 {
+		t.Fatalf("start from the snapshot: %d", code)
+	}
+	if o := f.created[len(f.created)-1]; o.FromSnapshot != "setup" || o.Image != "" {
+		t.Errorf("start from a snapshot: from %q image %q", o.FromSnapshot, o.Image)
+	}
+	f.snaps[0].Users = nil
+	if code := call(t, ts, "DELETE", "/snapshots/setup", "key", "", nil); code != 200 || len(f.snaps) != 0 {
+		t.Errorf("delete of an unused snapshot: %d, %d left", code, len(f.snaps))
+	}
+}
+
+// FuzzForkRequest sends bodies to POST /fork of a runtime: the answer is a
+// refusal or N children with N distinct sessions of their own, never the
+// parent's.
+func FuzzForkRequest(f *testing.F) {
+	f.Add(`{"n":3}`)
+	f.Add(`{"session_ids":["a","b"],"volumes":"share"}`)
+	f.Add(`{"n":2,"session_ids":["a","a"]}`)
+	f.Add(`{"n":-1}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		fm := newFake()
+		s, err := New(Options{Manager: fm, APIKey: "key"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent, _ := fm.Create(context.Background(), sandbox.CreateOptions{Labels: map[string]string{LabelSession: "p"}})
+		var fields map[string]any
+		if json.Unmarshal([]byte(body), &fields) != nil || fields == nil {
+			return
+		}
+		fields["runtime_id"] = parent.ID
+		b, _ := json.Marshal(fields)
+		req := httptest.NewRequest("POST", "/fork", strings.NewReader(string(b)))
+		req.Header.Set("X-API-Key", "key")
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		switch w.Code {
+		case 400, 404, 409:
+			return
+		case 201:
+		default:
+			t.Fatalf("POST /fork %s: %d %s", b, w.Code, w.Body)
+		}
+		var resp ForkResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{"p": true}
+		for _, rt := range resp.Runtimes {
+			if seen[rt.SessionID] || rt.SessionID == "" {
+				t.Fatalf("POST /fork %s: session %q twice or the parent's", b, rt.SessionID)
+			}
+			seen[rt.SessionID] = true
+		}
+		if len(resp.Runtimes) < 1 || len(resp.Runtimes) > MaxForkChildren {
+			t.Fatalf("POST /fork %s: %d children", b, len(resp.Runtimes))
 		}
 	})
 }

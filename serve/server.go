@@ -41,6 +41,11 @@ type Manager interface {
 	Image(ctx context.Context, ref string) (*oci.Image, error)
 	GetPool(ctx context.Context, name string) (*sandbox.Pool, error)
 	Claim(ctx context.Context, opts sandbox.ClaimOptions) (*sandbox.Sandbox, sandbox.Claimed, error)
+	Fork(ctx context.Context, ref string, o sandbox.ForkOptions) (*sandbox.Snapshot, []*sandbox.Sandbox, error)
+	TakeSnapshot(ctx context.Context, ref string, o sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
+	ListSnapshots(ctx context.Context) ([]*sandbox.Snapshot, error)
+	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)
+	RemoveSnapshot(ctx context.Context, ref string) error
 }
 
 var _ Manager = (*sandbox.Manager)(nil)
@@ -144,6 +149,10 @@ func (s *Server) api() http.Handler {
 	mux.HandleFunc("GET /list", s.handleList)
 	mux.HandleFunc("GET /registry_prefix", s.handleRegistryPrefix)
 	mux.HandleFunc("GET /image_exists", s.handleImageExists)
+	mux.HandleFunc("POST /fork", s.handleFork)
+	mux.HandleFunc("POST /snapshot", s.handleSnapshot)
+	mux.HandleFunc("GET /snapshots", s.handleSnapshots)
+	mux.HandleFunc("DELETE /snapshots/{name}", s.handleSnapshotRemove)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})
@@ -299,7 +308,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		status := http.StatusInternalServerError
-		if errors.Is(err, oci.ErrNotFound) || errors.Is(err, sandbox.ErrLimits) {
+		if errors.Is(err, oci.ErrNotFound) || errors.Is(err, sandbox.ErrLimits) || errors.Is(err, sandbox.ErrSnapshotNotFound) {
 			status = http.StatusBadRequest
 		}
 		s.opts.Log.Error("start", "session", req.SessionID, "image", req.Image, "err", err)
@@ -313,7 +322,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 // create claims a sandbox for opts from the first of the server's pools
 // that has one ready and made the same way, and creates one otherwise.
 func (s *Server) create(ctx context.Context, opts sandbox.CreateOptions) (*sandbox.Sandbox, error) {
-	if len(opts.Cmd) > 0 {
+	if len(opts.Cmd) > 0 || opts.FromSnapshot != "" {
 		return s.opts.Manager.Create(ctx, opts)
 	}
 	for _, name := range s.opts.Pools {
@@ -357,6 +366,11 @@ func (s *Server) createOptions(req *StartRequest) (sandbox.CreateOptions, error)
 		Labels: map[string]string{LabelSession: req.SessionID},
 	}
 	opts.Network.Mode = s.opts.Network
+	if req.Snapshot != "" {
+		// The snapshot's image, with its layers (the request's image is
+		// the one OpenHands would have run: not used).
+		opts.FromSnapshot, opts.Image = req.Snapshot, ""
+	}
 	if nameOK(req.SessionID) {
 		// The name makes two /start of one session race for one sandbox.
 		opts.Name = req.SessionID

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -710,5 +711,96 @@ func TestServePool(t *testing.T) {
 	}
 	if _, from := start("pooled-2", 1); from != "oh" {
 		t.Errorf("a /start after the refill: from_pool %q, want oh", from)
+	}
+}
+
+// TestServeForkSnapshot drives bothy's fork and snapshot routes of bothy
+// serve against real sandboxes: POST /fork of a runtime with n 2 answers
+// two runtimes that serve actions through their URLs with keys of their
+// own, see the parent's file as it was at the fork, and keep their writes
+// from the parent and from each other; the parent answers again at the
+// same URL. POST /snapshot names the parent's files; a /start with that
+// snapshot sees them; GET /snapshots lists it; DELETE is refused (409)
+// while a runtime is on it and done once they are stopped.
+func TestServeForkSnapshot(t *testing.T) {
+	c := debianCLI(t)
+	srv := startServe(t, c, "", "fork-key")
+	o := newOH(t, srv.addr, "fork-key")
+	client := func(rt *serve.Runtime) *oh {
+		t.Helper()
+		s := newOH(t, srv.addr, "fork-key")
+		s.headers.Set("X-Session-API-Key", rt.SessionAPIKey)
+		s.waitAlive(rt)
+		return s
+	}
+	run := func(s *oh, rt *serve.Runtime, cmd string) string {
+		t.Helper()
+		out, code := s.run(rt, cmd)
+		if code != 200 {
+			t.Fatalf("run %q in %s: %d %q\n%s", cmd, rt.SessionID, code, out, srv.log)
+		}
+		return out
+	}
+	var parent serve.Runtime
+	if code := o.do("POST", o.api+"/start", map[string]any{"image": "", "command": v0Command, "session_id": "fork-parent"}, &parent); code != 201 {
+		t.Fatalf("POST /start: %d\n%s", code, srv.log)
+	}
+	p := client(&parent)
+	run(p, &parent, "echo p0 > /workspace/f")
+
+	var fr serve.ForkResponse
+	if code := o.do("POST", o.api+"/fork", map[string]any{"runtime_id": parent.RuntimeID, "n": 2}, &fr); code != 201 || len(fr.Runtimes) != 2 {
+		t.Fatalf("POST /fork: %d %+v\n%s", code, fr, srv.log)
+	}
+	if fr.Runtime.RuntimeID != parent.RuntimeID || fr.Runtime.URL != parent.URL || fr.Runtime.SessionAPIKey != parent.SessionAPIKey {
+		t.Errorf("the parent after its fork: %+v", fr.Runtime)
+	}
+	p.waitAlive(&parent)
+	run(p, &parent, "echo p1 > /workspace/f")
+	kids := make([]*oh, 2)
+	for i := range fr.Runtimes {
+		rt := &fr.Runtimes[i]
+		if rt.SessionAPIKey == parent.SessionAPIKey || rt.URL == parent.URL {
+			t.Errorf("child %d shares the parent's key or URL: %+v", i, rt)
+		}
+		kids[i] = client(rt)
+		run(kids[i], rt, fmt.Sprintf("echo c%d >> /workspace/f", i))
+	}
+	for i := range fr.Runtimes {
+		if got := run(kids[i], &fr.Runtimes[i], "cat /workspace/f"); got != fmt.Sprintf("p0\nc%d", i) {
+			t.Errorf("child %d sees %q", i, got)
+		}
+	}
+	if got := run(p, &parent, "cat /workspace/f"); got != "p1" {
+		t.Errorf("the parent sees %q after its children wrote", got)
+	}
+
+	var sr serve.SnapshotResponse
+	if code := o.do("POST", o.api+"/snapshot", map[string]any{"runtime_id": parent.RuntimeID, "name": "oh-setup"}, &sr); code != 201 || sr.Snapshot.Name != "oh-setup" || sr.Snapshot.Depth != 2 {
+		t.Fatalf("POST /snapshot: %d %+v\n%s", code, sr, srv.log)
+	}
+	var from serve.Runtime
+	if code := o.do("POST", o.api+"/start", map[string]any{"image": "some/other:1", "command": v0Command, "session_id": "from-snap", "snapshot": "oh-setup"}, &from); code != 201 {
+		t.Fatalf("POST /start with a snapshot: %d\n%s", code, srv.log)
+	}
+	if got := run(client(&from), &from, "cat /workspace/f"); got != "p1" {
+		t.Errorf("a runtime on the snapshot sees %q", got)
+	}
+	var list struct {
+		Snapshots []serve.SnapshotInfo `json:"snapshots"`
+	}
+	if code := o.do("GET", o.api+"/snapshots", nil, &list); code != 200 || !slices.ContainsFunc(list.Snapshots, func(s serve.SnapshotInfo) bool { return s.Name == "oh-setup" && s.Sandboxes == 2 }) {
+		t.Errorf("GET /snapshots: %d %+v", code, list)
+	}
+	if code := o.do("DELETE", o.api+"/snapshots/oh-setup", nil, nil); code != 409 {
+		t.Errorf("DELETE of a snapshot in use: %d, want 409", code)
+	}
+	for _, id := range []string{parent.RuntimeID, from.RuntimeID} {
+		if code := o.do("POST", o.api+"/stop", map[string]any{"runtime_id": id}, nil); code != 200 {
+			t.Fatalf("POST /stop %s: %d", id, code)
+		}
+	}
+	if code := o.do("DELETE", o.api+"/snapshots/oh-setup", nil, nil); code != 200 {
+		t.Errorf("DELETE of a snapshot no longer used: %d\n%s", code, srv.log)
 	}
 }

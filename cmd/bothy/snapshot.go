@@ -172,8 +172,9 @@ func newForkCmd(g *globals) *cobra.Command {
 			"environment, working directory, user, main command, labels). The parent's upper\n" +
 			"directory becomes a shared read-only layer by a rename (no copy): the parent is frozen,\n" +
 			"stopped and started again on top of it, so its processes restart; processes are not\n" +
-			"copied into the children. Bind mounts and named volumes are refused unless\n" +
-			"--volumes share; overlay volumes and tmpfs start empty in the children; published\n" +
+			"copied into the children. Overlay volumes fork the same way (each child sees what\n" +
+			"the parent had written in them, and writes its own); bind mounts and named volumes\n" +
+			"are refused unless --volumes share; tmpfs starts empty in the children; published\n" +
 			"ports get fresh host ports. Prints the children's IDs.",
 		Example: `  bothy fork box1 -n 8 --name trial`,
 		Args:    cobra.ExactArgs(1),

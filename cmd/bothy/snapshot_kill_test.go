@@ -21,23 +21,28 @@ import (
 // no process, no mount.
 func TestKillStartSnapshotFork(t *testing.T) {
 	k := newKillEnv(t, true)
-	k.ok("run", "-d", "--name", "ks")
+	// An overlay volume too: its upper is renamed after the root
+	// filesystem's ("snapshot: volume renamed").
+	k.ok("run", "-d", "--name", "ks", "-v", t.TempDir()+":/ov:overlay")
 	n := 0
-	// write gives the sandbox one more file; check reads them all back.
+	// write gives the sandbox one more file, and its volume one; check
+	// reads them all back.
 	write := func() {
-		k.ok("exec", "ks", "--", "sh", "-c", fmt.Sprintf("echo %d > /root/f%d", n, n))
+		k.ok("exec", "ks", "--", "sh", "-c", fmt.Sprintf("echo %d > /root/f%d; echo %d > /ov/f%d", n, n, n, n))
 		n++
 	}
 	check := func(after string) {
 		t.Helper()
-		out := k.ok("exec", "ks", "--", "sh", "-c", "cat /root/f*")
 		var want []string
 		for i := range n {
 			want = append(want, fmt.Sprint(i))
 		}
 		slices.Sort(want)
-		if got := strings.Fields(out); !slices.Equal(got, want) {
-			t.Fatalf("after %s: the sandbox's files read %q, want %q", after, got, want)
+		for _, dir := range []string{"/root", "/ov"} {
+			out := k.ok("exec", "ks", "--", "sh", "-c", "cat "+dir+"/f*")
+			if got := strings.Fields(out); !slices.Equal(got, want) {
+				t.Fatalf("after %s: the sandbox's files in %s read %q, want %q", after, dir, got, want)
+			}
 		}
 	}
 	running := func(after string) []sandbox.Sandbox {
@@ -67,7 +72,7 @@ func TestKillStartSnapshotFork(t *testing.T) {
 		check("a start killed at " + mark)
 	}
 	named := 0
-	for i, mark := range []string{"snapshot: record made", "snapshot: pending", "snapshot: stopped", "snapshot: layer renamed", "snapshot: done", "launcher started", "ready"} {
+	for i, mark := range []string{"snapshot: record made", "snapshot: pending", "snapshot: stopped", "snapshot: layer renamed", "snapshot: volume renamed", "snapshot: done", "launcher started", "ready"} {
 		write()
 		k.killedAt(mark, "snapshot", "ks", fmt.Sprint("s", i))
 		k.ok("start", "ks")
@@ -76,7 +81,7 @@ func TestKillStartSnapshotFork(t *testing.T) {
 		running("a snapshot killed at " + mark)
 		// Kept: the snapshots whose layer was renamed, under their name;
 		// gone: the others, and their names.
-		complete := strings.HasPrefix(mark, "snapshot: layer") || strings.HasPrefix(mark, "snapshot: done") || !strings.HasPrefix(mark, "snapshot:")
+		complete := strings.HasPrefix(mark, "snapshot: layer") || strings.HasPrefix(mark, "snapshot: volume") || strings.HasPrefix(mark, "snapshot: done") || !strings.HasPrefix(mark, "snapshot:")
 		if complete {
 			named++
 		}
@@ -90,7 +95,7 @@ func TestKillStartSnapshotFork(t *testing.T) {
 			}
 		}
 	}
-	for _, mark := range []string{"snapshot: pending", "snapshot: layer renamed", "directory made", "state written", "launcher started", "ready"} {
+	for _, mark := range []string{"snapshot: pending", "snapshot: layer renamed", "snapshot: volume renamed", "directory made", "state written", "launcher started", "ready"} {
 		write()
 		k.killedAt(mark, "fork", "ks", "-n", "2")
 		k.ok("start", "ks")
@@ -101,7 +106,7 @@ func TestKillStartSnapshotFork(t *testing.T) {
 				continue
 			}
 			// A child that was made whole sees the parent's files.
-			k.ok("exec", sb.ID, "--", "cat", fmt.Sprintf("/root/f%d", n-1))
+			k.ok("exec", sb.ID, "--", "cat", fmt.Sprintf("/root/f%d", n-1), fmt.Sprintf("/ov/f%d", n-1))
 			k.ok("rm", "-f", sb.ID)
 		}
 	}

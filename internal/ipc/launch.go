@@ -92,12 +92,15 @@ type Layer struct {
 // lower layer and Upper takes the sandbox's writes. The launcher mounts it on
 // Target (a host directory) in its own mount namespace, as it does the
 // rootfs, and the bundle bind-mounts Target into the sandbox; the mount goes
-// away with the sandbox's last process.
+// away with the sandbox's last process. Layers are snapshot layers of the
+// volume (its upper directories frozen by snapshots and forks), top-most
+// first, above Lower.
 type Overlay struct {
-	Lower  string `json:"lower"`
-	Upper  string `json:"upper"`
-	Work   string `json:"work"`
-	Target string `json:"target"`
+	Lower  string   `json:"lower"`
+	Layers []string `json:"layers,omitempty"`
+	Upper  string   `json:"upper"`
+	Work   string   `json:"work"`
+	Target string   `json:"target"`
 }
 
 // GoAhead is the CLI's second frame on the launch channel: config.json is

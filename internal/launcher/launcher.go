@@ -316,14 +316,23 @@ func mountOverlay(req *ipc.LaunchRequest, target string) error {
 			lowers = slices.Concat(lowers[:snaps], []string{shim}, lowers[snaps:])
 		}
 	}
-	data, dir, err := rootfs.OverlayOptionsIn(lowers, req.Upper, req.Work, userxattr)
+	return mountStack(target, lowers, req.Upper, req.Work, userxattr)
+}
+
+// mountStack mounts an overlay of lowers (top-most first) on target: with
+// mount(2) when its options fit in a page (shortened by
+// rootfs.OverlayOptionsIn), with the new mount API's one call per layer
+// (rootfs.MountStack) when they do not, as for a deep stack of snapshots.
+func mountStack(target string, lowers []string, upper, work string, userxattr bool) error {
+	data, dir, err := rootfs.OverlayOptionsIn(lowers, upper, work, userxattr)
+	if errors.Is(err, rootfs.ErrOptionsTooLong) {
+		trace.Mark("launcher", "overlay options past a page: fsconfig per layer")
+		return rootfs.MountStack(target, lowers, upper, work, userxattr)
+	}
 	if err != nil {
 		return err
 	}
-	if err := rootfs.MountIn(dir, target, data); err != nil {
-		return fmt.Errorf("mount overlay on %s: %w", target, err)
-	}
-	return nil
+	return rootfs.MountIn(dir, target, data)
 }
 
 // run runs the executor in container with its ready pipe as
@@ -459,11 +468,9 @@ func logTail(path string) string {
 // mountOverlays mounts the request's overlay volumes.
 func mountOverlays(req *ipc.LaunchRequest) error {
 	for _, o := range req.Overlays {
-		data, err := rootfs.OverlayOptions([]string{o.Lower}, o.Upper, o.Work, rootless(req))
-		if err != nil {
-			return fmt.Errorf("overlay volume %s: %w", o.Lower, err)
-		}
-		if err := rootfs.Mount(o.Target, data); err != nil {
+		// A forked volume's snapshot layers above the host directory,
+		// relative to their common directory (see mountOverlay).
+		if err := mountStack(o.Target, append(slices.Clone(o.Layers), o.Lower), o.Upper, o.Work, rootless(req)); err != nil {
 			return fmt.Errorf("overlay volume %s: %w", o.Lower, err)
 		}
 	}

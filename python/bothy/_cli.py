@@ -100,13 +100,18 @@ def run_args(
     workdir: Optional[str] = None,
     labels: Optional[Mapping[str, str]] = None,
     pool: Optional[str] = None,
+    snapshot: Optional[str] = None,
     args: Sequence[str] = (),
 ) -> List[str]:
     """The arguments of ``bothy run -d`` for a new sandbox (or one claimed
-    from a pool)."""
+    from a pool, or one on a snapshot)."""
     argv = ["run", "-d"]
     if pool:
         argv += ["--pool", pool]
+    if snapshot:
+        if image:
+            raise ValueError("snapshot= starts on the snapshot's image: give no image")
+        argv += ["--from-snapshot", snapshot]
     if name:
         argv += ["--name", name]
     for k, v in (labels or {}).items():
@@ -193,6 +198,26 @@ def created_id(stdout: str) -> str:
     return sid
 
 
+def created_ids(stdout: str, verb: str) -> List[str]:
+    """The sandbox IDs ``bothy fork`` printed, one a line."""
+    ids = [line.strip() for line in stdout.splitlines() if line.strip()]
+    if not ids or not all(i and all(c in "0123456789abcdef" for c in i) for i in ids):
+        raise CLIError(f"bothy {verb} printed {stdout!r}, not sandbox IDs")
+    return ids
+
+
+def fork_args(ref: str, n: int, name: Optional[str], volumes: Optional[str]) -> List[str]:
+    """The arguments of ``bothy fork``."""
+    if n < 1:
+        raise ValueError(f"fork: n={n}, want at least 1")
+    argv = ["fork", ref, "-n", str(n)]
+    if name:
+        argv += ["--name", name]
+    if volumes:
+        argv += ["--volumes", volumes]
+    return argv
+
+
 def inspected(stdout: str, ref: str) -> Dict[str, Any]:
     """The state of ref in what ``bothy inspect`` printed."""
     try:
@@ -212,3 +237,14 @@ def stats(stdout: str, ref: str) -> Dict[str, Any]:
     if not isinstance(rows, list) or not rows or not isinstance(rows[0], dict):
         raise CLIError(f"bothy stats {ref}: printed no sandbox")
     return rows[0]
+
+
+def snapshot_list(stdout: str) -> List[Dict[str, Any]]:
+    """What ``bothy snapshot ls --format json`` printed."""
+    try:
+        rows = json.loads(stdout)
+    except ValueError as e:
+        raise CLIError(f"bothy snapshot ls: not JSON: {e}") from None
+    if not isinstance(rows, list):
+        raise CLIError("bothy snapshot ls: not a list")
+    return [r for r in rows if isinstance(r, dict)]

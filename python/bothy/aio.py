@@ -54,6 +54,7 @@ class AsyncSandbox(_Base):
         connect_timeout: Optional[float] = 5.0,
     ):
         super().__init__(state, bothy=bothy, root=root, owned=owned)
+        self._t_connect_timeout = connect_timeout
         self._t = AsyncTransport(self.socket, self.identity, self.api_key, connect_timeout=connect_timeout)
         self.files = AsyncFiles(self)
         self.editor = AsyncEditor(self)
@@ -73,6 +74,7 @@ class AsyncSandbox(_Base):
         workdir: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
         pool: Optional[str] = None,
+        snapshot: Optional[str] = None,
         args: Sequence[str] = (),
         bothy: Optional[str] = None,
         root: Optional[str] = None,
@@ -82,7 +84,7 @@ class AsyncSandbox(_Base):
         exe = _cli.find_bothy(bothy)
         argv = _cli.base(exe, root) + _cli.run_args(
             image, name=name, env=env, volumes=volumes, memory=memory, cpus=cpus,
-            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, args=args,
+            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, snapshot=snapshot, args=args,
         )
         sid = _cli.created_id(await _cli.run_async(argv, timeout))
         try:
@@ -114,6 +116,57 @@ class AsyncSandbox(_Base):
     async def stats(self, interval: float = 0.1) -> Stats:
         out = await _cli.run_async(self._argv("stats", "--format", "json", "--interval", f"{interval}s", self._ref()))
         return Stats.from_json(_cli.stats(out, self._ref()))
+
+    async def snapshot(self, name: str, *, timeout: Optional[float] = None) -> str:
+        """Keeps the sandbox's files as a named snapshot and returns its ID;
+        see ``Sandbox.snapshot``."""
+        try:
+            out = await _cli.run_async(self._argv("snapshot", self._ref(), name), timeout)
+        finally:
+            await self._reconnect()
+        return out.strip().splitlines()[-1]
+
+    async def fork(self, n: int = 1, *, name: Optional[str] = None, volumes: Optional[str] = None,
+                   timeout: Optional[float] = None) -> List["AsyncSandbox"]:
+        """Starts n sandboxes on the sandbox's files as they are now; see
+        ``Sandbox.fork``."""
+        try:
+            out = await _cli.run_async(self._argv(*_cli.fork_args(self._ref(), n, name, volumes)), timeout)
+        finally:
+            await self._reconnect()
+        kids: List[AsyncSandbox] = []
+        try:
+            for sid in _cli.created_ids(out, "fork"):
+                state = _cli.inspected(await _cli.run_async(self._argv("inspect", sid), timeout), sid)
+                kids.append(type(self)(state, bothy=self._bothy, root=self._root, owned=True))
+        except BaseException:
+            for k in kids:
+                await k.close()
+            raise
+        return kids
+
+    @staticmethod
+    async def snapshots(*, bothy: Optional[str] = None, root: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Every snapshot; see ``Sandbox.snapshots``."""
+        exe = _cli.find_bothy(bothy)
+        return _cli.snapshot_list(await _cli.run_async(_cli.base(exe, root) + ["snapshot", "ls", "--format", "json"]))
+
+    @staticmethod
+    async def remove_snapshot(name: str, *, bothy: Optional[str] = None, root: Optional[str] = None) -> None:
+        """Removes a snapshot (``bothy snapshot rm``)."""
+        exe = _cli.find_bothy(bothy)
+        await _cli.run_async(_cli.base(exe, root) + ["snapshot", "rm", name])
+
+    async def _reconnect(self) -> None:
+        """Reads the state again and connects to the sandbox's new socket."""
+        await self._t.close()
+        try:
+            await self.refresh()
+        finally:
+            self.socket = self.state.get("socket") or self.socket
+            self.api_key = self.state.get("api_key") or None
+            self.identity = SocketIdentity.from_json(self.state.get("socket_identity"))
+            self._t = AsyncTransport(self.socket, self.identity, self.api_key, connect_timeout=self._t_connect_timeout)
 
     async def close(self) -> None:
         """Closes the connections (the sandbox keeps running)."""

@@ -119,6 +119,7 @@ class Sandbox(_Base):
         connect_timeout: Optional[float] = 5.0,
     ):
         super().__init__(state, bothy=bothy, root=root, owned=owned)
+        self._t_connect_timeout = connect_timeout
         self._t = Transport(self.socket, self.identity, self.api_key, connect_timeout=connect_timeout)
         self.files = Files(self)
         self.editor = Editor(self)
@@ -140,6 +141,7 @@ class Sandbox(_Base):
         workdir: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
         pool: Optional[str] = None,
+        snapshot: Optional[str] = None,
         args: Sequence[str] = (),
         bothy: Optional[str] = None,
         root: Optional[str] = None,
@@ -158,7 +160,9 @@ class Sandbox(_Base):
         :attr:`ports`). workdir: ``--workdir``. labels: ``--label``. pool:
         claim a ready sandbox of this pool (``bothy pool create``) instead
         of starting one (``--pool``): it takes name, env, workdir and labels
-        only, and an empty pool starts one cold. args: more ``bothy run``
+        only, and an empty pool starts one cold. snapshot: start on a
+        snapshot (:meth:`snapshot`, by name or ID) with its image (give no
+        image) and layers (``--from-snapshot``). args: more ``bothy run``
         flags. bothy: the CLI (default: ``bothy`` on PATH). root: ``--root``.
         timeout: seconds for the CLI (an image pull may take a while).
         The CLI's refusals are :class:`~bothy.CLIError` with its message.
@@ -166,7 +170,7 @@ class Sandbox(_Base):
         exe = _cli.find_bothy(bothy)
         argv = _cli.base(exe, root) + _cli.run_args(
             image, name=name, env=env, volumes=volumes, memory=memory, cpus=cpus,
-            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, args=args,
+            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, snapshot=snapshot, args=args,
         )
         sid = _cli.created_id(_cli.run(argv, timeout))
         try:
@@ -205,6 +209,72 @@ class Sandbox(_Base):
         the CPU percentage is measured over interval seconds."""
         out = _cli.run(self._argv("stats", "--format", "json", "--interval", f"{interval}s", self._ref()))
         return Stats.from_json(_cli.stats(out, self._ref()))
+
+    # Snapshots and forks, through the CLI (docs/snapshots.md).
+
+    def snapshot(self, name: str, *, timeout: Optional[float] = None) -> str:
+        """Keeps the sandbox's files as a snapshot named name (``bothy
+        snapshot``) and returns its ID. The sandbox is stopped and started
+        again on it: its processes and sessions start afresh (its files are
+        all there); this object reconnects to it. Start sandboxes on the
+        snapshot with ``Sandbox.create(snapshot=name)``."""
+        try:
+            out = _cli.run(self._argv("snapshot", self._ref(), name), timeout)
+        finally:
+            self._reconnect()
+        return out.strip().splitlines()[-1]
+
+    def fork(self, n: int = 1, *, name: Optional[str] = None, volumes: Optional[str] = None,
+             timeout: Optional[float] = None) -> List["Sandbox"]:
+        """Starts n sandboxes on the sandbox's files as they are now
+        (``bothy fork``): each sees them, and neither it nor the parent
+        sees another's later writes. name: the children are named
+        NAME-1 … NAME-n. volumes: "refuse" (the default) or "share" for
+        bind mounts and named volumes (overlay volumes fork as the files
+        do). The parent is stopped and started again (its processes and
+        sessions start afresh); this object reconnects to it. Returns the
+        children, removed by their context managers."""
+        try:
+            out = _cli.run(self._argv(*_cli.fork_args(self._ref(), n, name, volumes)), timeout)
+        finally:
+            self._reconnect()
+        kids: List[Sandbox] = []
+        try:
+            for sid in _cli.created_ids(out, "fork"):
+                state = _cli.inspected(_cli.run(self._argv("inspect", sid), timeout), sid)
+                kids.append(type(self)(state, bothy=self._bothy, root=self._root, owned=True))
+        except BaseException:
+            for k in kids:
+                k.close()
+            raise
+        return kids
+
+    @staticmethod
+    def snapshots(*, bothy: Optional[str] = None, root: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Every snapshot (``bothy snapshot ls --format json``): id, name
+        (absent for a fork's), image, depth, users (the IDs of the
+        sandboxes on it), children (the snapshots on it)."""
+        exe = _cli.find_bothy(bothy)
+        return _cli.snapshot_list(_cli.run(_cli.base(exe, root) + ["snapshot", "ls", "--format", "json"]))
+
+    @staticmethod
+    def remove_snapshot(name: str, *, bothy: Optional[str] = None, root: Optional[str] = None) -> None:
+        """Removes a snapshot (``bothy snapshot rm``); a
+        :class:`~bothy.CLIError` while a sandbox or snapshot is on it."""
+        exe = _cli.find_bothy(bothy)
+        _cli.run(_cli.base(exe, root) + ["snapshot", "rm", name])
+
+    def _reconnect(self) -> None:
+        """Reads the state again and connects to the sandbox's new socket
+        (a snapshot or fork started it again)."""
+        self._t.close()
+        try:
+            self.refresh()
+        finally:
+            self.socket = self.state.get("socket") or self.socket
+            self.api_key = self.state.get("api_key") or None
+            self.identity = SocketIdentity.from_json(self.state.get("socket_identity"))
+            self._t = Transport(self.socket, self.identity, self.api_key, connect_timeout=self._t_connect_timeout)
 
     def close(self) -> None:
         """Closes the connections (the sandbox keeps running)."""
