@@ -25,16 +25,19 @@ func TestStartAfterRebootCLI(t *testing.T) {
 	c := newCLI(t)
 	c.ok("run", "-d", "--name", "rb", "-e", "A=1")
 	c.ok("exec", "rb", "--", "sh", "-c", "echo kept > /root/f")
-	sb := c.inspect("rb")
+	sb := *c.record("rb")
 	simulateReboot(t, &sb, filepath.Join(c.root, "run"))
 
 	out := c.ok("ps", "-a")
 	if !strings.Contains(out, "rb") || !strings.Contains(out, "exited (runtime state lost)") {
 		t.Fatalf("ps -a after the reboot:\n%s", out)
 	}
-	var list []sandbox.Sandbox
-	if err := json.Unmarshal([]byte(c.ok("ps", "-a", "--format", "json")), &list); err != nil || len(list) != 1 || list[0].Status != sandbox.StatusExited || list[0].RuntimeLost != sandbox.RuntimeWiped {
+	var list []psView
+	if err := json.Unmarshal([]byte(c.ok("ps", "-a", "--format", "json")), &list); err != nil || len(list) != 1 || list[0].State != string(sandbox.StatusExited) || !strings.Contains(list[0].Status, "runtime state lost") {
 		t.Fatalf("ps -a --format json: %+v %v", list, err)
+	}
+	if st := c.inspectView("rb").State; st.Status != string(sandbox.StatusExited) || st.RuntimeLost != string(sandbox.RuntimeWiped) {
+		t.Fatalf("inspect's State: %+v", st)
 	}
 	// stop is a no-op on it, as on any stopped sandbox (its state
 	// directory is made again from the kept record, still saying why).
@@ -47,7 +50,7 @@ func TestStartAfterRebootCLI(t *testing.T) {
 		t.Fatalf("exec after the start: %q", out)
 	}
 	c.ok("prune")
-	if got := c.inspect("rb"); got.Status != sandbox.StatusRunning || got.ID != sb.ID {
+	if got := c.record("rb"); got.Status != sandbox.StatusRunning || got.ID != sb.ID {
 		t.Fatalf("after prune: %+v", got)
 	}
 	c.ok("rm", "-f", "rb")

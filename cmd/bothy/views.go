@@ -307,6 +307,9 @@ type inspectState struct {
 	MainPid     int    `json:"MainPid,omitempty"`
 	MainRunning bool   `json:"MainRunning,omitempty"`
 	MainSignal  string `json:"MainSignal,omitempty"`
+	// Why a sandbox that ran is exited without having stopped: the host
+	// rebooted, or its runtime state was wiped (docs/operator.md).
+	RuntimeLost string `json:"RuntimeLost,omitempty"`
 }
 
 // inspectMount is podman's InspectMount.
@@ -384,7 +387,7 @@ func (vw *viewer) inspect(sb *sandbox.Sandbox) inspectView {
 		Name: sb.Name, Args: []string{}, Mounts: []inspectMount{},
 		State: inspectState{
 			Status: state, Running: sb.Status == sandbox.StatusRunning && !paused, Paused: paused, Dead: sb.Status == sandbox.StatusDead,
-			Error: sb.NetworkError,
+			Error: sb.NetworkError, RuntimeLost: string(sb.RuntimeLost),
 		},
 		Config: inspectConfig{Env: sb.Env, WorkingDir: sb.Workdir, User: sb.User, Labels: sb.Labels, Cmd: sb.Cmd, Image: sb.Image},
 		HostConfig: inspectHostConfig{

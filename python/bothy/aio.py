@@ -163,9 +163,9 @@ class AsyncSandbox(_Base):
         try:
             await self.refresh()
         finally:
-            self.socket = self.state.get("socket") or self.socket
-            self.api_key = self.state.get("api_key") or None
-            self.identity = SocketIdentity.from_json(self.state.get("socket_identity"))
+            self.socket = self.state.get("Socket") or self.socket
+            self.api_key = self.state.get("APIKey") or None
+            self.identity = SocketIdentity.from_json(self.state.get("SocketIdentity"))
             self._t = AsyncTransport(self.socket, self.identity, self.api_key, connect_timeout=self._t_connect_timeout)
 
     async def close(self) -> None:

@@ -251,9 +251,10 @@ class Sandbox(_Base):
 
     @staticmethod
     def snapshots(*, bothy: Optional[str] = None, root: Optional[str] = None) -> List[Dict[str, Any]]:
-        """Every snapshot (``bothy snapshot ls --format json``): id, name
-        (absent for a fork's), image, depth, users (the IDs of the
-        sandboxes on it), children (the snapshots on it)."""
+        """Every snapshot, as ``bothy snapshot ls --format json`` prints it
+        (podman's key style): ``Id``, ``Name`` (empty for a fork's),
+        ``Image``, ``Depth``, ``Sandboxes`` (the IDs of the sandboxes on
+        it), ``Children`` (the snapshots on it)."""
         exe = _cli.find_bothy(bothy)
         return _cli.snapshot_list(_cli.run(_cli.base(exe, root) + ["snapshot", "ls", "--format", "json"]))
 
@@ -271,9 +272,9 @@ class Sandbox(_Base):
         try:
             self.refresh()
         finally:
-            self.socket = self.state.get("socket") or self.socket
-            self.api_key = self.state.get("api_key") or None
-            self.identity = SocketIdentity.from_json(self.state.get("socket_identity"))
+            self.socket = self.state.get("Socket") or self.socket
+            self.api_key = self.state.get("APIKey") or None
+            self.identity = SocketIdentity.from_json(self.state.get("SocketIdentity"))
             self._t = Transport(self.socket, self.identity, self.api_key, connect_timeout=self._t_connect_timeout)
 
     def close(self) -> None:

@@ -45,13 +45,13 @@ def test_fork_and_snapshot(bothy: str, root: str, tmp_path: "os.PathLike[str]") 
         sid = sb.snapshot("setup")
         assert sb.files.read_text("/root/f") == "p1\n"
         snaps = Sandbox.snapshots(bothy=bothy, root=root)
-        assert [s.get("name") for s in snaps if s["id"] == sid] == ["setup"]
+        assert [s.get("Name") for s in snaps if s["Id"] == sid] == ["setup"]
         with Sandbox.create(bothy=bothy, root=root, snapshot="setup") as on:
             assert on.files.read_text("/root/f") == "p1\n"
             with pytest.raises(CLIError, match="in use"):
                 Sandbox.remove_snapshot("setup", bothy=bothy, root=root)
     Sandbox.remove_snapshot("setup", bothy=bothy, root=root)
-    assert not [s for s in Sandbox.snapshots(bothy=bothy, root=root) if s.get("name") == "setup"]
+    assert not [s for s in Sandbox.snapshots(bothy=bothy, root=root) if s.get("Name") == "setup"]
     with pytest.raises(ValueError, match="no image"):
         Sandbox.create("busybox", snapshot="setup", bothy=bothy, root=root)
     with pytest.raises(CLIError, match="no such snapshot"):
@@ -78,7 +78,7 @@ def test_async_fork_and_snapshot(bothy: str, root: str) -> None:
             await sb.snapshot("asetup")
             async with await AsyncSandbox.create(bothy=bothy, root=root, snapshot="asetup") as on:
                 assert await on.files.read_text("/root/f") == "p1\n"
-                assert [s["name"] for s in await AsyncSandbox.snapshots(bothy=bothy, root=root) if s.get("name")] == ["asetup"]
+                assert [s["Name"] for s in await AsyncSandbox.snapshots(bothy=bothy, root=root) if s.get("Name")] == ["asetup"]
         await AsyncSandbox.remove_snapshot("asetup", bothy=bothy, root=root)
 
     asyncio.run(main())
