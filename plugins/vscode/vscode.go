@@ -1,7 +1,8 @@
 // Package vscode is the VS Code plugin: a VS Code server in the sandbox,
 // whose connection token the executor serves on
 // /vscode/connection_token. Its recipe installs code-server with npm from
-// the npm registry on top of Debian's Node.js. The service runs the
+// the npm registry on top of Debian's Node.js, then moves VS Code's
+// modules where code-server loads them (relocate.sh). The service runs the
 // image's code-server with a fresh connection token as its password, on
 // port VSCODE_PORT (default 8080) of the sandbox's addresses.
 package vscode
