@@ -85,13 +85,13 @@ func pluginSandbox(ctx context.Context, m *sandbox.Manager, bothy func(...string
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	stop = func() { _, _ = bothy("rm", "-f", id) }
+	rm := func() { _, _ = bothy("rm", "-f", id) }
 	if sb, err = m.Get(ctx, id); err != nil {
-		stop()
+		rm()
 		return nil, nil, nil, err
 	}
 	c = sb.Client()
-	return sb, c, func() { c.Close(); stop() }, nil
+	return sb, c, func() { c.Close(); rm() }, nil
 }
 
 // pluginRSS is the first plugin's RSS in /server_info, as a note.
