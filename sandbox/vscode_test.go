@@ -144,4 +144,10 @@ func TestVSCode(t *testing.T) {
 	if code, js := get("/" + m[1]); code != 200 || len(js) < 1<<20 || !strings.Contains(js, "vs/workbench") {
 		t.Errorf("GET %s: %d, %d bytes", m[1], code, len(js))
 	}
+	// The plugin's RSS counts code-server's process group (its wrapper
+	// alone is about 65 MB; with the server it forks, which now runs VS
+	// Code's, well over 100 MiB).
+	if si, err := c.ServerInfo(ctx); err != nil || len(si.Plugins) != 1 || si.Plugins[0].RSS == nil || *si.Plugins[0].RSS < 100<<20 {
+		t.Errorf("vscode plugin's RSS once the workbench served: %+v %v", si, err)
+	}
 }

@@ -172,12 +172,24 @@ func (s *service) Execute(ctx context.Context, a *api.Action) (*api.Observation,
 // Handler: none.
 func (s *service) Handler() http.Handler { return nil }
 
-// PIDs is code-server's process.
+// PIDs are the processes of code-server's process group: its wrapper,
+// the server it forks, VS Code's server and what they start in the group.
 func (s *service) PIDs() []int {
 	if _, done := s.proc.Status(); done {
 		return nil
 	}
-	return []int{s.proc.Pid}
+	pids := []int{s.proc.Pid}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == s.proc.Pid {
+			continue
+		}
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == s.proc.Pid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // Close ends code-server's process group (SIGTERM, then SIGKILL after two
