@@ -195,7 +195,7 @@ func measureBrowser(ctx context.Context, r *result, m *sandbox.Manager, bothy fu
 			// The browser plugin reports no processes: Chromium's, summed
 			// in the sandbox (shared pages counted in each, as the
 			// executor's plugin RSS counts them).
-			res, err := c.Run(ctx, api.RunRequest{Cmd: `for p in /proc/[0-9]*; do grep -qs '^Name:.*chrom' $p/status && sed -n 's/^VmRSS: *\([0-9]*\) kB/\1/p' $p/status; done | awk '{s += $1; n++} END {printf "%.0f MB (%d processes)", s*1024/1e6, n}'`, Timeout: 60})
+			res, err := c.Run(ctx, api.RunRequest{Cmd: `for p in /proc/[0-9]*; do grep -qs '^Name:.*chrom' $p/status && sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' $p/status; done | awk '{s += $1; n++} END {printf "%.0f MB (%d processes)", s*1024/1e6, n}'`, Timeout: 60})
 			if err == nil && res.ExitCode == 0 {
 				r.Notes["plugin/browser/rss"] = strings.TrimSpace(res.Stdout)
 			}
