@@ -26,8 +26,17 @@ import (
 // another; publish it (bothy run -p) to reach it from the host.
 const DefaultPort = 8080
 
-// startTimeout bounds the wait for code-server to answer.
+// startTimeout bounds the wait for code-server to answer, over all
+// attempts.
 const startTimeout = 110 * time.Second
+
+// startAttempts is how many times a start that code-server's own wrapper
+// timed out is made.
+const startAttempts = 3
+
+// errHandshake is a start that code-server's wrapper gave up ("timed out":
+// its forked server did not greet it within 10 s).
+var errHandshake = errors.New("code-server's wrapper timed out waiting for its server")
 
 var (
 	_ plugins.Service   = (*service)(nil)
@@ -77,20 +86,37 @@ func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, erro
 	if folder == "" {
 		folder = "/"
 	}
-	cmd := exec.Command(bin, "--bind-addr", "0.0.0.0:"+strconv.Itoa(port), "--auth", "password",
+	args := []string{"--bind-addr", "0.0.0.0:" + strconv.Itoa(port), "--auth", "password",
 		"--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
-		"--user-data-dir", filepath.Join(s.dir, "data"), "--extensions-dir", filepath.Join(s.dir, "extensions"), folder)
-	cmd.Env = append(withoutKeys(env.Environ, "PASSWORD", "HASHED_PASSWORD"), "PASSWORD="+s.token)
-	cmd.Dir = folder
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if s.proc, err = env.Reaper.Start(cmd); err != nil {
-		os.RemoveAll(s.dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	if err := s.waitHealthy(ctx); err != nil {
-		s.Close()
-		return nil, err
+		"--user-data-dir", filepath.Join(s.dir, "data"), "--extensions-dir", filepath.Join(s.dir, "extensions"), folder}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(withoutKeys(env.Environ, "PASSWORD", "HASHED_PASSWORD"), "PASSWORD="+s.token)
+		cmd.Dir = folder
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if s.proc, err = env.Reaper.Start(cmd); err != nil {
+			os.RemoveAll(s.dir)
+			return nil, fmt.Errorf("start %s: %w", bin, err)
+		}
+		err = s.waitHealthy(ctx)
+		if err == nil {
+			break
+		}
+		s.stop()
+		// code-server's wrapper gives the process it forks 10 s to
+		// load and greet it, then exits with "timed out": a loaded
+		// machine and a cold page cache can take longer; the next
+		// attempt finds the files cached.
+		if !errors.Is(err, errHandshake) || attempt == startAttempts || ctx.Err() != nil {
+			os.RemoveAll(s.dir)
+			return nil, err
+		}
+		if env.Log != nil {
+			env.Log.Warn("vscode: code-server's start timed out, starting it again", "attempt", attempt)
+		}
 	}
 	if env.Log != nil {
 		env.Log.Info("vscode started", "code-server", bin, "pid", s.proc.Pid, "port", port)
@@ -100,8 +126,6 @@ func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, erro
 
 // waitHealthy waits for code-server's /healthz to answer 200.
 func (s *service) waitHealthy(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	url := "http://127.0.0.1:" + strconv.Itoa(s.port) + "/healthz"
 	for {
@@ -115,7 +139,11 @@ func (s *service) waitHealthy(ctx context.Context) error {
 		select {
 		case <-s.proc.Done():
 			st, _ := s.proc.Status()
-			return fmt.Errorf("start vscode: code-server exited (status %d): %s", st.Code(), s.tail())
+			tail := s.tail()
+			if strings.HasSuffix(tail, "error timed out") {
+				return fmt.Errorf("start vscode: code-server exited (status %d): %w: %s", st.Code(), errHandshake, tail)
+			}
+			return fmt.Errorf("start vscode: code-server exited (status %d): %s", st.Code(), tail)
 		case <-ctx.Done():
 			return fmt.Errorf("start vscode: code-server did not answer on port %d: %w; its log: %s", s.port, ctx.Err(), s.tail())
 		case <-time.After(100 * time.Millisecond):
@@ -144,19 +172,38 @@ func (s *service) Execute(ctx context.Context, a *api.Action) (*api.Observation,
 // Handler: none.
 func (s *service) Handler() http.Handler { return nil }
 
-// PIDs is code-server's process.
+// PIDs are the processes of code-server's process group: its wrapper,
+// the server it forks, VS Code's server and what they start in the group.
 func (s *service) PIDs() []int {
 	if _, done := s.proc.Status(); done {
 		return nil
 	}
-	return []int{s.proc.Pid}
+	pids := []int{s.proc.Pid}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == s.proc.Pid {
+			continue
+		}
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == s.proc.Pid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // Close ends code-server's process group (SIGTERM, then SIGKILL after two
 // seconds) and removes its directory.
 func (s *service) Close() error {
 	defer os.RemoveAll(s.dir)
+	return s.stop()
+}
+
+// stop ends code-server's process group: SIGTERM, then SIGKILL after two
+// seconds; SIGKILL at once to what its exited wrapper left in the group.
+func (s *service) stop() error {
 	if _, done := s.proc.Status(); done {
+		s.proc.SignalGroup(syscall.SIGKILL)
 		return nil
 	}
 	s.proc.SignalGroup(syscall.SIGTERM)

@@ -63,6 +63,10 @@ func measure(bin, baseline string, n int) *result {
 		measurePool(r, m, bothy, n)
 		return r
 	}
+	if only == "plugins" {
+		measurePlugins(ctx, r, m, bin, bothy)
+		return r
+	}
 	if only == "tput" {
 		if importArchive(filepath.Join(bin, "iperf-image.oci.tar"), "iperf:latest") {
 			measureThroughput(ctx, r, bothy)
@@ -158,6 +162,7 @@ func measure(bin, baseline string, n int) *result {
 		logf("%s: agent API", r.Mode)
 		measureAgent(r, m, bothy)
 	}
+	measurePlugins(ctx, r, m, bin, bothy)
 
 	logf("%s: density", r.Mode)
 	density(r, m, bothy)
