@@ -15,6 +15,9 @@
 # COMPLETING until its epilog ends, and a prune that hung would hold it
 # there (what a killed prune leaves, the next bothy prune removes).
 set -u
+# slurmd gives epilogs no PATH: the shell's default finds runuser in sbin,
+# timeout's execvp would not.
+export PATH="${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"
 BOTHY=${BOTHY:-bothy}
 [ -n "${SLURM_JOB_ID:-}" ] || { echo "slurm-epilog: SLURM_JOB_ID is not set" >&2; exit 0; }
 user=${SLURM_JOB_USER:-root}
