@@ -195,7 +195,7 @@ func TestSlurm(t *testing.T) {
 		}
 		return
 	}
-	tasks := 200
+	tasks := 100
 	if s := os.Getenv("BOTHY_SLURM_TASKS"); s != "" {
 		tasks, _ = strconv.Atoi(s)
 	}
