@@ -253,14 +253,26 @@ class ArrayJob:
     def queued(self) -> Set[int]:
         """The indexes of the tasks Slurm still lists (pending, running or
         completing)."""
-        out = _run(["squeue", "-h", "-r", "-j", self.job_id, "-o", "%K"], self._env)
-        idx: Set[int] = set()
-        for line in out.split():
-            if line.isdigit():
-                idx.add(int(line))
-            elif line.startswith("[") or "-" in line:  # a pending range, unexpanded
-                idx.update(_range(line.strip("[]").split("%")[0]))
-        return idx
+        return {i for i, state in self._queue().items() if state not in _FINAL}
+
+    def _queue(self) -> Dict[int, str]:
+        """Every task squeue lists, with its state: those still to run or
+        running, and those that ended a moment ago (squeue -j lists them
+        as long as the controller remembers them, MinJobAge, and then
+        scontrol forgets them too: their state is read here)."""
+        out = _run(["squeue", "-h", "-r", "-j", self.job_id, "-o", "%K %T"], self._env)
+        tasks: Dict[int, str] = {}
+        for line in out.splitlines():
+            fields = line.split()
+            if not fields:
+                continue
+            spec, state = fields[0], fields[1] if len(fields) > 1 else "PENDING"
+            if spec.isdigit():
+                tasks[int(spec)] = state
+            elif spec.startswith("[") or "-" in spec:  # a pending range, unexpanded
+                for i in _range(spec.strip("[]").split("%")[0]):
+                    tasks[i] = state
+        return tasks
 
     def results(self, poll: float = 1.0, timeout: Optional[float] = None) -> Iterator[TaskResult]:
         """Yield each task's result once it has finished, in the order they
@@ -271,18 +283,24 @@ class ArrayJob:
             # Slurm's queue first, then the exit files: a task absent
             # from the queue has ended, and wrote its file before.
             try:
-                queued = self.queued()
+                queue: Optional[Dict[int, str]] = self._queue()
             except SlurmError:
-                queued = None  # the controller is busy: look again
+                queue = None  # the controller is busy: look again
             exited = self._exited()
             for i in sorted(exited - done):
                 done.add(i)
                 yield self._result(i, None)
-            if queued is not None:
+            if queue is not None:
                 for i in range(self.count):
-                    if i not in done and i not in queued:
-                        done.add(i)
-                        yield self._result(i, self._state(i))
+                    if i in done:
+                        continue
+                    state = queue.get(i)
+                    if state is None:
+                        state = self._state(i)
+                    elif state not in _FINAL:
+                        continue
+                    done.add(i)
+                    yield self._result(i, state)
             if len(done) >= self.count:
                 return
             if end is not None and time.monotonic() > end:
@@ -337,6 +355,10 @@ class ArrayJob:
         except SlurmError:
             pass
         return "UNKNOWN"
+
+
+# Slurm's job states in which a job has ended.
+_FINAL = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"})
 
 
 def _range(spec: str) -> List[int]:
