@@ -410,7 +410,19 @@ func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, st
 		fmt.Fprintln(cmd.ErrOrStderr(), "bothy: interrupted: the command was killed")
 		return 130, nil
 	}
-	return code, err
+	return code, explainLost(sb, err)
+}
+
+// explainLost adds to err, when the executor's connection was refused,
+// closed or cut before it answered in full, whether the sandbox's PID 1
+// still runs and the end of the executor's log.
+func explainLost(sb *sandbox.Sandbox, err error) error {
+	for _, lost := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNREFUSED} {
+		if errors.Is(err, lost) {
+			return sb.ExecutorLost(err)
+		}
+	}
+	return err
 }
 
 // interruptHelp says what Ctrl-C does to a command run by exec and run.

@@ -80,8 +80,9 @@ def test_slurm_array(user: str, bothy: str, request: pytest.FixtureRequest) -> N
     for res in r["results"]:
         i = res["index"]
         want = i % 3
-        assert res["exit_code"] == want, res
-        assert res["state"] == ("COMPLETED" if want == 0 else "FAILED"), res
+        # bothy's own error, if any, is in the task's stderr: first.
+        assert res["exit_code"] == want, (res["stderr"], res)
+        assert res["state"] == ("COMPLETED" if want == 0 else "FAILED"), (res["stderr"], res)
         # id -u inside is the sandbox's root either way.
         assert res["stdout"] == f"task {i} input-data 0\n", res
         st = res["stats"]
