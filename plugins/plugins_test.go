@@ -109,6 +109,22 @@ func TestParseEnabled(t *testing.T) {
 	}
 }
 
+// AddKnown adds an image's plugins that are known and not yet enabled,
+// sorted, and returns the unknown ones instead of failing.
+func TestAddKnown(t *testing.T) {
+	enabled, _, err := plugins.ParseEnabled("vscode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, unknown := plugins.AddKnown(enabled, "jupyter, vscode,,nope")
+	if len(ps) != 2 || ps[0].Name() != "jupyter" || ps[1].Name() != "vscode" || len(unknown) != 1 || unknown[0] != "nope" {
+		t.Errorf("AddKnown: %v %v", ps, unknown)
+	}
+	if len(enabled) != 1 {
+		t.Errorf("AddKnown changed its argument: %v", enabled)
+	}
+}
+
 // CheckInstalled names the plugins whose recipe check fails, their
 // packages and the build command that adds them.
 func TestCheckInstalled(t *testing.T) {

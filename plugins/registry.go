@@ -115,3 +115,28 @@ func ParseEnabled(list string) ([]Plugin, []string, error) {
 	slices.Sort(eager)
 	return ps, eager, nil
 }
+
+// AddKnown adds to enabled (sorted by name, as Select returns) the plugins
+// of list, a comma-separated list of names, that the registry knows and
+// enabled lacks, and returns the result and the names it does not know:
+// an image's own plugins (its io.bothy.runtime.plugins label), which a
+// build by another bothy may name differently, are enabled where they
+// can be and otherwise reported, never fatal.
+func AddKnown(enabled []Plugin, list string) ([]Plugin, []string) {
+	out := slices.Clone(enabled)
+	var unknown []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" || slices.ContainsFunc(out, func(p Plugin) bool { return p.Name() == n }) {
+			continue
+		}
+		p, err := Lookup(n)
+		if err != nil {
+			unknown = append(unknown, n)
+			continue
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Plugin) int { return strings.Compare(a.Name(), b.Name()) })
+	return out, unknown
+}

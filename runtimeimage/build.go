@@ -50,7 +50,7 @@ const (
 	LabelVersion    = "io.bothy.runtime.version"
 	LabelBase       = "io.bothy.runtime.base"
 	LabelBaseDigest = "io.bothy.runtime.base-digest"
-	LabelPlugins    = "io.bothy.runtime.plugins"
+	LabelPlugins    = sandbox.RuntimePluginsLabel
 	LabelLock       = "io.bothy.runtime.lock"
 	LabelSource     = "io.bothy.runtime.source"
 )

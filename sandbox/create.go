@@ -111,6 +111,9 @@ type creation struct {
 	added    []AddedLayer // CreateOptions.AddLayers, checked
 	main     []string     // the main process's command
 	user     string       // the default user, "" for root
+	// imagePlugins are the plugins the image was built with (its
+	// RuntimePluginsLabel), enabled on first use besides opts.Plugins.
+	imagePlugins []string
 
 	// Made.
 	dir, upperRoot string
@@ -162,6 +165,11 @@ func (c *creation) checkOptions(context.Context) error {
 	for _, p := range o.Plugins {
 		if !pluginSpec.MatchString(p) {
 			return fmt.Errorf("invalid plugin %q: NAME or NAME:eager, NAME lower-case letters, digits and dashes", p)
+		}
+	}
+	for _, p := range o.OptionalPlugins {
+		if !pluginSpec.MatchString(p) || strings.HasSuffix(p, ":eager") {
+			return fmt.Errorf("invalid optional plugin %q: lower-case letters, digits and dashes", p)
 		}
 	}
 	ca, err := resolveCACerts(o.CACerts)
@@ -470,6 +478,9 @@ func (c *creation) specInput() specInput {
 	args := []string{ExecutorPath, "--ready-fd", strconv.Itoa(ipc.ExecutorReadyFD), "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
 	if len(c.opts.Plugins) > 0 {
 		args = append(args, "--plugins", strings.Join(c.opts.Plugins, ","))
+	}
+	if len(c.imagePlugins) > 0 {
+		args = append(args, "--image-plugins", strings.Join(c.imagePlugins, ","))
 	}
 	if c.opts.Pool != "" {
 		args = append(args, "--pool")

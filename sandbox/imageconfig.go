@@ -17,6 +17,38 @@ import (
 // image, whose own command (its base's) is not started as a main process.
 const runtimeImageLabel = "io.bothy.runtime.version"
 
+// RuntimePluginsLabel names, comma-separated, the plugins bothy build
+// installed into an image: a sandbox of it has them enabled, each started
+// on first use (the executor's --image-plugins), as if run with --plugin
+// NAME for each.
+const RuntimePluginsLabel = "io.bothy.runtime.plugins"
+
+// maxImagePlugins bounds the plugins an image's label may name.
+const maxImagePlugins = 32
+
+// imagePlugins reads the plugins an image's config names in its
+// RuntimePluginsLabel (untrusted: names are checked as --plugin's, without
+// :eager). An image names them only with bothy build's version label.
+func imagePlugins(cfg v1.ImageConfig) ([]string, error) {
+	list := cfg.Labels[RuntimePluginsLabel]
+	if list == "" || cfg.Labels[runtimeImageLabel] == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n == "" || slices.Contains(out, n) {
+			continue
+		}
+		if !pluginSpec.MatchString(n) || strings.HasSuffix(n, ":eager") || len(n) > 64 {
+			return nil, fmt.Errorf("the image's label %s names an invalid plugin %q", RuntimePluginsLabel, n)
+		}
+		if out = append(out, n); len(out) > maxImagePlugins {
+			return nil, fmt.Errorf("the image's label %s names more than %d plugins", RuntimePluginsLabel, maxImagePlugins)
+		}
+	}
+	return out, nil
+}
+
 // maxCommand bounds the image's command as taken from its config
 // (untrusted): arguments and their total size.
 const (
@@ -168,6 +200,14 @@ func (c *creation) planMain(context.Context) error {
 	}
 	if c.user, err = defaultUser(cfg, c.opts); err != nil {
 		return err
+	}
+	if c.imagePlugins, err = imagePlugins(cfg); err != nil {
+		return err
+	}
+	for _, p := range c.opts.OptionalPlugins {
+		if !slices.Contains(c.imagePlugins, p) {
+			c.imagePlugins = append(c.imagePlugins, p)
+		}
 	}
 	if c.opts.Restart != "" && c.opts.Restart != "no" && len(c.main) == 0 {
 		return fmt.Errorf("--restart %s: the sandbox has no main process to restart", c.opts.Restart)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,4 +89,43 @@ func FuzzImageConfig(f *testing.F) {
 			t.Fatalf("user %q accepted", u)
 		}
 	})
+}
+
+func TestImagePluginsLabel(t *testing.T) {
+	rt := func(plugins string) v1.ImageConfig {
+		return v1.ImageConfig{Labels: map[string]string{runtimeImageLabel: "1", RuntimePluginsLabel: plugins}}
+	}
+	var names []string
+	for i := range maxImagePlugins + 1 {
+		names = append(names, "p"+strconv.Itoa(i))
+	}
+	many := strings.Join(names, ",")
+	for _, c := range []struct {
+		cfg  v1.ImageConfig
+		want []string
+		err  string
+	}{
+		{v1.ImageConfig{}, nil, ""},
+		{rt(""), nil, ""},
+		{rt("jupyter,browser"), []string{"jupyter", "browser"}, ""},
+		{rt(" jupyter , ,jupyter"), []string{"jupyter"}, ""},
+		// Without bothy build's version label, the label is not bothy's.
+		{v1.ImageConfig{Labels: map[string]string{RuntimePluginsLabel: "jupyter"}}, nil, ""},
+		{rt("jupyter:eager"), nil, "invalid plugin"},
+		{rt("Jupyter"), nil, "invalid plugin"},
+		{rt("a/b"), nil, "invalid plugin"},
+		{rt(strings.Repeat("p", 65)), nil, "invalid plugin"},
+		{rt(many), nil, "more than 32"},
+	} {
+		got, err := imagePlugins(c.cfg)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: %v, want an error with %q", c.cfg.Labels, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%v: %q, %v; want %q", c.cfg.Labels, got, err, c.want)
+		}
+	}
 }

@@ -238,6 +238,11 @@ type CreateOptions struct {
 	// (started on first use) or NAME:eager (started with the executor);
 	// the image must hold their dependencies (their recipes).
 	Plugins []string
+	// OptionalPlugins are enabled as the image's own plugins are (its
+	// RuntimePluginsLabel): each on first use where the executor has it, a
+	// name it does not know skipped and said in its log. bothy serve
+	// passes OpenHands' --plugins so.
+	OptionalPlugins []string `json:",omitempty"`
 	// FromSnapshot starts the sandbox on a snapshot (by name or ID; see
 	// TakeSnapshot): the snapshot's image with its layers on top, and an
 	// upper directory of its own. Image must be empty or the snapshot's.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -121,6 +122,36 @@ func (c Command) flag(name string) string {
 		}
 	}
 	return ""
+}
+
+// plugins are bothy's plugins for the OpenHands plugins the command names
+// (--plugins NAME..., as the V0 action execution server takes them):
+// jupyter (agent_skills are in bothy's jupyter plugin) and vscode; others
+// have none.
+func (c Command) plugins() []string {
+	var out []string
+	w := c.words()
+	for i, a := range w {
+		if a != "--plugins" {
+			continue
+		}
+		for _, n := range w[i+1:] {
+			if strings.HasPrefix(n, "-") {
+				break
+			}
+			switch n {
+			case "agent_skills":
+				n = "jupyter"
+			case "jupyter", "vscode":
+			default:
+				continue
+			}
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // validate checks what bothy needs of the request.

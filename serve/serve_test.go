@@ -132,14 +132,15 @@ func TestAPIKey(t *testing.T) {
 func TestStartMapping(t *testing.T) {
 	f, ts := newTestServer(t)
 	var rt Runtime
-	code := call(t, ts, "POST", "/start", "key", `{"image":"ghcr.io/x/runtime:1","command":["python","-m","openhands.runtime.action_execution_server","60000","--working-dir","/workspace/"],
+	code := call(t, ts, "POST", "/start", "key", `{"image":"ghcr.io/x/runtime:1","command":["python","-m","openhands.runtime.action_execution_server","60000","--working-dir","/workspace/","--plugins","agent_skills","jupyter","vscode","other","--username","openhands"],
 		"working_dir":"/openhands/code/","environment":{"A":"1"},"session_id":"s1","resource_factor":2,"runtime_class":"sysbox-runc"}`, &rt)
 	if code != 201 || rt.Status != StatusRunning || rt.PodStatus != PodReady || rt.SessionID != "s1" || !strings.HasSuffix(rt.URL, "/"+rt.RuntimeID) || rt.SessionAPIKey == "" {
 		t.Fatalf("/start: %d %+v", code, rt)
 	}
 	o := f.created[0]
 	if o.Image != "ghcr.io/x/runtime:1" || o.Name != "s1" || o.Workdir != "/workspace" || len(o.Cmd) != 0 ||
-		!slices.Equal(o.Env, []string{"A=1"}) || o.Limits.Memory != 2<<30 || o.Limits.CPUs != 2 || o.Labels[LabelSession] != "s1" || o.Labels[LabelPort] != "" {
+		!slices.Equal(o.Env, []string{"A=1"}) || o.Limits.Memory != 2<<30 || o.Limits.CPUs != 2 || o.Labels[LabelSession] != "s1" || o.Labels[LabelPort] != "" ||
+		!slices.Equal(o.OptionalPlugins, []string{"jupyter", "vscode"}) || len(o.Plugins) != 0 {
 		t.Errorf("V0 start: %+v", o)
 	}
 	// The SDK's agent server: a shell string, its --port reached.

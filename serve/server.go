@@ -390,6 +390,9 @@ func (s *Server) createOptions(req *StartRequest) (sandbox.CreateOptions, error)
 		// V0: the executor is the action execution server. Its
 		// --working-dir is the agent's workspace.
 		opts.Workdir = req.Command.flag("working-dir")
+		// Its --plugins: bothy's own, each started on first use where
+		// the image has it (bothy build --plugins).
+		opts.OptionalPlugins = req.Command.plugins()
 	default:
 		port, err := req.agentPort()
 		if err != nil {

@@ -66,6 +66,7 @@ func run(args []string) (int, error) {
 		outMem       = fs.Int64("output-memory", 0, "`bytes` of process output retained in memory across processes beyond 4 KiB per stream (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
 		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
 		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use, or with the executor when its name ends in "+plugins.EagerSuffix)
+		imagePlugins = fs.String("image-plugins", "", "also enable these comma-separated `plugins`, the image's own (bothy build's io.bothy.runtime.plugins label), each on first use; names this executor does not know are logged and skipped")
 		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
 		pool         = fs.Bool("pool", false, "pool mode: serve only GET /alive and one POST /v1/pool/claim (authenticated with the key given, which opens nothing else) until claimed; the claim sets the API key, environment and working directory")
 		version      = fs.Bool("version", false, "print the version and exit")
@@ -128,6 +129,10 @@ func run(args []string) (int, error) {
 	enabled, eager, err := plugins.ParseEnabled(*pluginList)
 	if err != nil {
 		return 2, err
+	}
+	enabled, unknown := plugins.AddKnown(enabled, *imagePlugins)
+	if len(unknown) > 0 {
+		logger.Warn("the image's plugins include some this executor does not know: not enabled", "plugins", strings.Join(unknown, ","))
 	}
 	onFailure, maxRestarts, err := api.ParseRestart(*restart)
 	if err != nil {

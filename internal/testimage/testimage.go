@@ -119,6 +119,7 @@ type ArchiveOptions struct {
 	Entrypoint []string
 	User       string
 	WorkingDir string
+	Labels     map[string]string
 }
 
 // WriteOCIArchive packs a rootfs tarball into a one-layer OCI image and writes
@@ -146,6 +147,7 @@ func WriteOCIArchive(rootfsTar, out string, opts ArchiveOptions) error {
 	cfg.Config.Entrypoint = opts.Entrypoint
 	cfg.Config.User = opts.User
 	cfg.Config.WorkingDir = opts.WorkingDir
+	cfg.Config.Labels = opts.Labels
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}
@@ -281,6 +283,12 @@ func PadRootfs(in, out string, mb int) error {
 // BusyboxArchive writes an OCI archive of the busybox image to out.
 func BusyboxArchive(out, name string) error {
 	return busyboxArchive(out, busyboxExtras{}, ArchiveOptions{Name: name, Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/bin:/usr/bin"}})
+}
+
+// BusyboxArchiveWith writes an OCI archive of the busybox root filesystem
+// with the config opts gives.
+func BusyboxArchiveWith(out string, opts ArchiveOptions) error {
+	return busyboxArchive(out, busyboxExtras{}, opts)
 }
 
 // HttpdPort is the port HttpdArchive's server listens on.

@@ -1,0 +1,93 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/internal/testimage"
+	"github.com/bothy-sandbox/bothy/sandbox"
+)
+
+// TestImagePlugins: a sandbox of an image that bothy build made with
+// plugins (its version and plugins labels) has them enabled with no
+// --plugin, each started on first use; a name this executor does not know
+// is skipped and said in the executor's log; a label that names an
+// invalid plugin is refused before anything starts. CreateOptions'
+// OptionalPlugins are enabled the same way on any image.
+func TestImagePlugins(t *testing.T) {
+	m := newManagerNS(t, subIDMode())
+	ctx := context.Background()
+	image := func(name, plugins string) {
+		t.Helper()
+		archive := filepath.Join(t.TempDir(), name+".oci.tar")
+		if err := testimage.BusyboxArchiveWith(archive, testimage.ArchiveOptions{
+			Name: name + ":latest", Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/bin:/usr/bin"},
+			Labels: map[string]string{"io.bothy.runtime.version": "1", sandbox.RuntimePluginsLabel: plugins},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Store().ImportOCIArchive(ctx, archive, name+":latest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	image("rt", "jupyter, no-such-plugin")
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "rt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := sb.Client().AliveStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Plugins) != 1 || info.Plugins[0].Name != "jupyter" || info.Plugins[0].State != api.PluginStopped {
+		t.Errorf("the image's plugins: %+v, want jupyter alone, stopped until first used", info.Plugins)
+	}
+	log, _ := os.ReadFile(filepath.Join(sb.Dir, "executor.log"))
+	if !strings.Contains(string(log), "no-such-plugin") {
+		t.Errorf("executor.log does not name the unknown plugin:\n%s", log)
+	}
+
+	// --plugin NAME:eager wins over the image's lazy NAME.
+	if _, err := m.Create(ctx, sandbox.CreateOptions{Image: "rt", Plugins: []string{"jupyter:eager"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Optional plugins (OpenHands' --plugins through bothy serve): the
+	// same, on any image.
+	opt, err := m.Create(ctx, sandbox.CreateOptions{Image: "busybox", OptionalPlugins: []string{"vscode", "no-such-plugin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := opt.Client().AliveStatus(ctx); err != nil || len(alive.Plugins) != 1 || alive.Plugins[0].Name != "vscode" {
+		t.Errorf("optional plugins: %+v, %v; want vscode alone", alive, err)
+	}
+
+	image("hostile", "jupyter,../x")
+	if _, err := m.Create(ctx, sandbox.CreateOptions{Image: "hostile"}); err == nil || !strings.Contains(err.Error(), `invalid plugin "../x"`) {
+		t.Fatalf("a label naming an invalid plugin: %v", err)
+	}
+}
+
+// TestSessionDefaultUser: a bash session runs as the sandbox's default
+// user (run's --user, else the image's User), as exec'd commands do.
+func TestSessionDefaultUser(t *testing.T) {
+	if os.Getenv("BOTHY_DEFAULT_IMAGE") == "" {
+		t.Skip("requires the default image (bash): run through make test, which builds it and sets BOTHY_DEFAULT_IMAGE")
+	}
+	m := newManagerNS(t, subIDMode())
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{User: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sb.Client()
+	defer c.Close()
+	res, err := c.RunSession(ctx, api.DefaultSession, api.SessionRunRequest{Command: "id -un; id -u", Blocking: true})
+	if err != nil || strings.TrimSpace(res.Output) != "nobody\n65534" {
+		t.Fatalf("the default session: %+v, %v; want nobody (65534)", res, err)
+	}
+}
