@@ -276,7 +276,7 @@ func TestSnapshotDepth(t *testing.T) {
 		}
 	}
 	_, err = m.TakeSnapshot(ctx, "deep", sandbox.SnapshotOptions{})
-	if !errors.Is(err, sandbox.ErrSnapshotDepth) || !strings.Contains(err.Error(), "bothy commit") {
+	if !errors.Is(err, sandbox.ErrSnapshotDepth) || !strings.Contains(err.Error(), "lower in the stack") {
 		t.Fatalf("snapshot past the depth: %v", err)
 	}
 	want := func(n int) string {
