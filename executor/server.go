@@ -265,9 +265,15 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, base contex
 	// Each connection costs memory (buffers, a goroutine, its headers):
 	// their number and their headers are capped, and idle ones closed.
 	ln = newLimitListener(ln, opts.MaxConns)
+	// A header deadline that passes while the executor is starved of CPU
+	// (a loaded host weighs the sandbox's cgroup against all its other
+	// processes) closes the connection unanswered, and the client reads
+	// EOF. Only the owner can connect (the socket is the host's, 0600):
+	// the deadline frees a stuck client's connection slot, it stops no
+	// attack, so it is generous.
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: 2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return base },
