@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"golang.org/x/sys/unix"
 )
 
@@ -256,7 +259,8 @@ func randomChanges(r *rand.Rand, n int) string {
 
 // TestCommitChange: --change instructions are in the new image's config:
 // its command, environment and working directory are what a sandbox of it
-// runs with; the message and author are in its history.
+// runs with; the message and author are in its history; pushed to a
+// registry and pulled into another store, it runs the same.
 func TestCommitChange(t *testing.T) {
 	c := newCLI(t)
 	c.ok("run", "-d", "--name", "src")
@@ -281,6 +285,26 @@ func TestCommitChange(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("bothy images does not list hello:v1: %v", imgs)
+	}
+	// bothy push takes it as any image: to a registry on loopback, from
+	// which another store pulls it and runs it as committed.
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	dest := strings.TrimPrefix(srv.URL, "http://") + "/team/hello:v1"
+	manifest := strings.TrimSpace(c.ok("push", "-q", "--tls-verify=false", "hello:v1", dest))
+	if !strings.HasPrefix(manifest, "sha256:") {
+		t.Errorf("push of the committed image printed %q, want its manifest digest", manifest)
+	}
+	other := newCLI(t)
+	if out := strings.TrimSpace(other.ok("pull", "-q", "--tls-verify=false", dest)); out != manifest {
+		t.Errorf("pull of the pushed commit gave %q, pushed %s", out, manifest)
+	}
+	// The same image: commit printed its ID (the config's digest).
+	if out := other.ok("images", "--format", "{{.ID}}"); !strings.Contains(id, strings.TrimSpace(out)) || strings.TrimSpace(out) == "" {
+		t.Errorf("the pulled commit's ID %q, committed %s", out, id)
+	}
+	if out := other.ok("run", "--rm", dest); out != "hello from /app as 1000\n" {
+		t.Errorf("the pulled commit's command printed %q", out)
 	}
 	// Unnamed, -q: the ID's hex alone; bad instructions change nothing.
 	if out := strings.TrimSpace(c.ok("commit", "-q", "src")); len(out) != 64 {
