@@ -44,7 +44,11 @@ func (s *Sandbox) executorLog() string {
 	}
 	f, err := os.OpenFile(filepath.Join(s.Dir, "executor.log"), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return "no executor log: " + errors.Unwrap(err).Error()
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return "no executor log: " + pe.Err.Error()
+		}
+		return "no executor log: " + err.Error()
 	}
 	defer f.Close()
 	st, err := f.Stat()
