@@ -60,7 +60,19 @@ func Names() []string {
 // Select turns a comma-separated list ("jupyter,browser") into plugins,
 // sorted by name, without duplicates. Empty input is no plugin.
 func Select(list string) ([]Plugin, error) {
-	var out []Plugin
+	out, unknown := add(nil, list)
+	if len(unknown) > 0 {
+		_, err := Lookup(unknown[0])
+		return nil, err
+	}
+	return out, nil
+}
+
+// add adds to out the plugins of list, a comma-separated list of names,
+// that out lacks, sorted by name, and returns the names the registry does
+// not know.
+func add(out []Plugin, list string) ([]Plugin, []string) {
+	var unknown []string
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" || slices.ContainsFunc(out, func(p Plugin) bool { return p.Name() == n }) {
@@ -68,12 +80,13 @@ func Select(list string) ([]Plugin, error) {
 		}
 		p, err := Lookup(n)
 		if err != nil {
-			return nil, err
+			unknown = append(unknown, n)
+			continue
 		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b Plugin) int { return strings.Compare(a.Name(), b.Name()) })
-	return out, nil
+	return out, unknown
 }
 
 // Parse is Select for recipes: what `bothy build --plugins` installs.
@@ -123,20 +136,5 @@ func ParseEnabled(list string) ([]Plugin, []string, error) {
 // build by another bothy may name differently, are enabled where they
 // can be and otherwise reported, never fatal.
 func AddKnown(enabled []Plugin, list string) ([]Plugin, []string) {
-	out := slices.Clone(enabled)
-	var unknown []string
-	for _, n := range strings.Split(list, ",") {
-		n = strings.TrimSpace(n)
-		if n == "" || slices.ContainsFunc(out, func(p Plugin) bool { return p.Name() == n }) {
-			continue
-		}
-		p, err := Lookup(n)
-		if err != nil {
-			unknown = append(unknown, n)
-			continue
-		}
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b Plugin) int { return strings.Compare(a.Name(), b.Name()) })
-	return out, unknown
+	return add(slices.Clone(enabled), list)
 }

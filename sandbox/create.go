@@ -148,6 +148,13 @@ func (c *creation) onExit(f func()) { c.atExit = append(c.atExit, f) }
 // perhaps with ":eager" (the executor checks the name is known).
 var pluginSpec = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*(:eager)?$`)
 
+// validPluginName reports whether n is a plugin's name, without ":eager":
+// an entry of CreateOptions.OptionalPlugins or of an image's
+// RuntimePluginsLabel.
+func validPluginName(n string) bool {
+	return len(n) <= 64 && pluginSpec.MatchString(n) && !strings.HasSuffix(n, ":eager")
+}
+
 // checkOptions checks the name and the API key (or draws one), and that
 // the executor and init binaries are there.
 func (c *creation) checkOptions(context.Context) error {
@@ -168,8 +175,8 @@ func (c *creation) checkOptions(context.Context) error {
 		}
 	}
 	for _, p := range o.OptionalPlugins {
-		if !pluginSpec.MatchString(p) || strings.HasSuffix(p, ":eager") {
-			return fmt.Errorf("invalid optional plugin %q: lower-case letters, digits and dashes", p)
+		if !validPluginName(p) {
+			return fmt.Errorf("invalid optional plugin %q: at most 64 lower-case letters, digits and dashes", p)
 		}
 	}
 	ca, err := resolveCACerts(o.CACerts)

@@ -39,7 +39,7 @@ func imagePlugins(cfg v1.ImageConfig) ([]string, error) {
 		if n = strings.TrimSpace(n); n == "" || slices.Contains(out, n) {
 			continue
 		}
-		if !pluginSpec.MatchString(n) || strings.HasSuffix(n, ":eager") || len(n) > 64 {
+		if !validPluginName(n) {
 			return nil, fmt.Errorf("the image's label %s names an invalid plugin %q", RuntimePluginsLabel, n)
 		}
 		if out = append(out, n); len(out) > maxImagePlugins {

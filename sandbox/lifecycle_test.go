@@ -400,3 +400,23 @@ func TestTop(t *testing.T) {
 		t.Errorf("top lacks the main process or the escaped command line:\n%s", all)
 	}
 }
+
+// TestSessionDefaultUser: a bash session runs as the sandbox's default
+// user (run's --user, else the image's User), as exec'd commands do.
+func TestSessionDefaultUser(t *testing.T) {
+	if os.Getenv("BOTHY_DEFAULT_IMAGE") == "" {
+		t.Skip("requires the default image (bash): run through make test, which builds it and sets BOTHY_DEFAULT_IMAGE")
+	}
+	m := newManagerNS(t, subIDMode())
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{User: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sb.Client()
+	defer c.Close()
+	res, err := c.RunSession(ctx, api.DefaultSession, api.SessionRunRequest{Command: "id -un; id -u", Blocking: true})
+	if err != nil || strings.TrimSpace(res.Output) != "nobody\n65534" {
+		t.Fatalf("the default session: %+v, %v; want nobody (65534)", res, err)
+	}
+}
