@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,15 @@ func TestJupyterKernel(t *testing.T) {
 	obs, _ = ipython(t, c, "def f():\n    return 1 / 0\nf()", 0, nil)
 	if got := cell(t, obs, "/tmp/nb"); !strings.Contains(got, "ZeroDivisionError") || !strings.Contains(got, "return 1 / 0") || strings.Contains(got, "\x1b") {
 		t.Errorf("traceback: %q", got)
+	}
+
+	// An error never cancels the next cell: with stop_on_error, ipykernel
+	// aborts a request that reaches it too soon after an error.
+	for i := range 20 {
+		ipython(t, c, "1 / 0", 0, nil)
+		if obs, _ = ipython(t, c, fmt.Sprintf("print(%d)", i), 0, nil); cell(t, obs, "/tmp/nb") != strconv.Itoa(i) {
+			t.Fatalf("the cell after an error (round %d): %q", i, obs.Content)
+		}
 	}
 
 	// A matplotlib figure comes back as a PNG data URL.

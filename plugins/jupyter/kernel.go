@@ -347,9 +347,14 @@ func (k *kernel) run(ctx context.Context, code string, silent bool, emit func(ap
 	if !k.alive() {
 		return api.KernelReply{}, ErrKernelDied
 	}
+	// stop_on_error is off: cells run one at a time, so no request of
+	// ours waits in the kernel's queue to be cancelled, and with it on,
+	// ipykernel aborts (answers "aborted" without running) a request that
+	// reaches it before its abort window after an error has closed, which
+	// the idle status that follows the error does not wait for.
 	id, ch, err := k.send(k.shell, "execute_request", map[string]any{
 		"code": code, "silent": silent, "store_history": !silent, "user_expressions": map[string]any{},
-		"allow_stdin": false, "stop_on_error": true,
+		"allow_stdin": false, "stop_on_error": false,
 	})
 	if err != nil {
 		return api.KernelReply{}, err

@@ -148,6 +148,9 @@ func (s *Service) Execute(ctx context.Context, a *api.Action) (*api.Observation,
 		return api.ErrorObservationOf(fmt.Sprintf("IPython kernel: %v", err)), nil
 	}
 	content := out.content()
+	if rep.Status == "aborted" {
+		content = "[The kernel aborted this cell without running it.]"
+	}
 	if rep.Interrupted {
 		content += fmt.Sprintf("\n[Execution timed out after %v: the kernel was interrupted.]", timeout)
 		if rep.Restarted {
