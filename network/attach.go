@@ -485,15 +485,15 @@ func Reclaim(ctx context.Context, stateDir string) ([]string, error) {
 	return ids, err
 }
 
-// reclaimLocked detaches the leases whose owner is gone and returns the
-// others.
+// reclaimLocked detaches the leases whose owner is gone, removes the
+// temporary files of killed writers, and returns the live leases.
 func reclaimLocked(ctx context.Context, s *store) ([]*Attachment, error) {
 	leases, err := s.leases()
 	if err != nil {
 		return nil, err
 	}
 	var live []*Attachment
-	var errs []error
+	errs := []error{s.removeTemps()}
 	for _, l := range leases {
 		if l.Owner.Alive() {
 			live = append(live, l)

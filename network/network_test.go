@@ -162,3 +162,29 @@ func TestRegister(t *testing.T) {
 	}()
 	register(None, mode{plan: planNone})
 }
+
+// TestPruneTempLease: a lease's temporary file, left by a writer killed
+// between its write and its rename, is removed by Prune; a file whose
+// name is not a temporary lease's is left alone.
+func TestPruneTempLease(t *testing.T) {
+	root := t.TempDir()
+	s, err := openStore(StateDir(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	leases := filepath.Join(StateDir(root), "leases")
+	id := "c79ef2048e25bdc1b2d35f3bb612389b"
+	for _, n := range []string{"." + id + ".tmp", "notes.tmp"} {
+		if err := os.WriteFile(filepath.Join(leases, n), []byte(`{"id":`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := Prune(context.Background(), root); err != nil || len(ids) != 0 {
+		t.Fatalf("prune: %v %v", ids, err)
+	}
+	entries, _ := os.ReadDir(leases)
+	if len(entries) != 1 || entries[0].Name() != "notes.tmp" {
+		t.Errorf("left in leases: %v", entries)
+	}
+}

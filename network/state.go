@@ -183,6 +183,30 @@ func (s *store) writeLease(a *Attachment) error {
 	return nil
 }
 
+// removeTemps removes the temporary lease files that a writer killed
+// between its write and its rename left. Called with the store locked:
+// every writer holds the lock, so no temporary file is being written.
+func (s *store) removeTemps() error {
+	d, err := s.root.Open("leases")
+	if err != nil {
+		return fmt.Errorf("read leases: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("read leases: %w", err)
+	}
+	var errs []error
+	for _, n := range names {
+		if id, ok := strings.CutSuffix(strings.TrimPrefix(n, "."), ".tmp"); ok && strings.HasPrefix(n, ".") && checkID(id) == nil {
+			if err := s.root.Remove("leases/" + n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove temporary lease: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func (s *store) removeLease(id string) error {
 	if err := s.root.Remove(leasePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove lease %s: %w", id, err)
