@@ -37,6 +37,12 @@ for bin in "$dir"/*.test; do
 		failed_pkgs+=("$name")
 		echo "FAIL  $name (${secs}s)"
 		grep -v -- '^=== \|^\s*--- PASS\|^PASS$' "$log" | tail -60
+		# Then each failed test's first messages (a long log at its end
+		# would push them out of the tail above).
+		awk '/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+			/^[[:space:]]*--- FAIL: / { sub(/^[[:space:]]*--- FAIL: /, ""); failed[++nf] = $1; next }
+			cur != "" && /_test\.go:[0-9]+:/ && n[cur] < 8 { msg[cur] = msg[cur] "\n    " substr($0, 1, 400); n[cur]++ }
+			END { for (i = 1; i <= nf; i++) if (failed[i] in msg) printf "  failed %s:%s\n", failed[i], msg[failed[i]] }' "$log"
 	else
 		echo "ok    $name (${secs}s, $p passed, $s skipped)"
 	fi
