@@ -44,7 +44,7 @@ func TestOpenAPIBrowserBodies(t *testing.T) {
 	for _, p := range checkExchanges(doc, exchanges) {
 		t.Error(p)
 	}
-	for _, rt := range []string{"POST /execute_action", "POST /plugins/browser/navigate", "POST /plugins/browser/action", "GET /plugins/browser/screenshot"} {
+	for _, rt := range []string{"POST /execute_action", "POST /v1/browser/navigate", "POST /v1/browser/actions", "GET /v1/browser/screenshot"} {
 		if !routes[rt] {
 			t.Errorf("no successful %s recorded", rt)
 		}

@@ -53,3 +53,45 @@ func RSS(pid int) (int64, error) {
 	}
 	return pages * int64(os.Getpagesize()), nil
 }
+
+// Tree returns pid and its live descendants, from the parents in
+// /proc/*/stat (a browser's renderers and helpers, whatever their process
+// group). A process that ends meanwhile is left out.
+func Tree(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, err := parent(p); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	if _, err := parent(pid); err != nil {
+		return nil
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// parent returns a live process's parent pid.
+func parent(pid int) (int, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 2 || fields[0][0] == 'Z' || fields[0][0] == 'X' {
+		return 0, fmt.Errorf("process %d is not running", pid)
+	}
+	return strconv.Atoi(string(fields[1]))
+}

@@ -3,7 +3,10 @@ package proc
 import (
 	"os"
 	"os/exec"
+	"slices"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestStart(t *testing.T) {
@@ -46,4 +49,37 @@ func TestRSS(t *testing.T) {
 		t.Error("RSS of pid -1")
 	}
 	_ = buf[len(buf)-1]
+}
+
+// TestTree: a shell's child and grandchild, in a process group of their
+// own or not, are its tree; an ended process has none.
+func TestTree(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 60 & setsid sh -c 'sleep 60' & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, p := range Tree(cmd.Process.Pid) {
+			if p != cmd.Process.Pid {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var tree []int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if tree = Tree(cmd.Process.Pid); len(tree) == 4 {
+			break
+		}
+	}
+	if len(tree) != 4 || tree[0] != cmd.Process.Pid {
+		t.Fatalf("tree of sh with a sleep and a setsid sh with a sleep: %v", tree)
+	}
+	if slices.Contains(tree, os.Getpid()) {
+		t.Errorf("the tree holds the parent: %v", tree)
+	}
+	if got := Tree(1 << 30); got != nil {
+		t.Errorf("tree of no process: %v", got)
+	}
 }

@@ -13,17 +13,34 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/plugins"
 )
 
 // maxBody caps a native route's request body.
 const maxBody = 1 << 20
 
-// routes are the plugin's native routes, under /plugins/browser/:
-// POST navigate, POST action (both answer a BrowserState) and GET
-// screenshot (the active page as PNG).
+// Routes are the native API's browser routes (Plugin.Routes), each also
+// served under /plugins/browser/ by its last element.
+func (Plugin) Routes() []plugins.Route {
+	return []plugins.Route{
+		{Method: http.MethodPost, Path: "/v1/browser/navigate", Summary: "go to a URL in the browser (started on first use); answers the browser's state"},
+		{Method: http.MethodPost, Path: "/v1/browser/actions", Summary: "run BrowserGym actions in the browser; answers the browser's state"},
+		{Method: http.MethodGet, Path: "/v1/browser/screenshot", Summary: "the active page's viewport as PNG"},
+	}
+}
+
+// routes are the plugin's routes: the native API's /v1/browser/ ones
+// (Routes) and the same under /plugins/browser/ (prefix stripped):
+// POST navigate, POST action or actions (both answer a BrowserState) and
+// GET screenshot (the active page as PNG).
 func (s *service) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /navigate", func(w http.ResponseWriter, r *http.Request) {
+	handle := func(method string, paths []string, h http.HandlerFunc) {
+		for _, p := range paths {
+			mux.HandleFunc(method+" "+p, h)
+		}
+	}
+	handle(http.MethodPost, []string{"/navigate", "/v1/browser/navigate"}, func(w http.ResponseWriter, r *http.Request) {
 		var req api.BrowserNavigateRequest
 		if err := httpapi.Decode(http.MaxBytesReader(w, r.Body, maxBody), &req); err != nil {
 			httpapi.Error(w, err)
@@ -36,7 +53,7 @@ func (s *service) routes() http.Handler {
 		b, _ := json.Marshal(req.URL)
 		s.serveActions(w, r, "goto("+string(b)+")", req.AXTree, req.Timeout)
 	})
-	mux.HandleFunc("POST /action", func(w http.ResponseWriter, r *http.Request) {
+	handle(http.MethodPost, []string{"/action", "/actions", "/v1/browser/actions"}, func(w http.ResponseWriter, r *http.Request) {
 		var req api.BrowserActionRequest
 		if err := httpapi.Decode(http.MaxBytesReader(w, r.Body, maxBody), &req); err != nil {
 			httpapi.Error(w, err)
@@ -44,7 +61,7 @@ func (s *service) routes() http.Handler {
 		}
 		s.serveActions(w, r, req.Actions, req.AXTree, req.Timeout)
 	})
-	mux.HandleFunc("GET /screenshot", func(w http.ResponseWriter, r *http.Request) {
+	handle(http.MethodGet, []string{"/screenshot", "/v1/browser/screenshot"}, func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err := s.syncTabs(); err != nil {

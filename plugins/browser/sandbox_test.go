@@ -477,26 +477,34 @@ func TestBrowserInSandbox(t *testing.T) {
 	}
 
 	// The native routes.
-	status, _, data := e.call("POST", "/plugins/browser/navigate", map[string]any{"url": index, "axtree": true})
+	status, _, data := e.call("POST", "/v1/browser/navigate", map[string]any{"url": index, "axtree": true})
 	var st api.BrowserState
 	if err := json.Unmarshal(data, &st); status != 200 || err != nil || st.URL != index || st.Title != "Bothy shop" ||
 		!strings.Contains(st.AXTree, "["+order+"] button 'Order'") || !strings.Contains(st.Content, "# Order form") {
 		t.Errorf("navigate: %d %v %+v", status, err, st)
 	}
-	status, _, data = e.call("POST", "/plugins/browser/action", map[string]any{"actions": fmt.Sprintf("fill(%q, 'Bo')\nsend_msg_to_user('done')", name)})
+	status, _, data = e.call("POST", "/v1/browser/actions", map[string]any{"actions": fmt.Sprintf("fill(%q, 'Bo')\nsend_msg_to_user('done')", name)})
 	st = api.BrowserState{}
 	if err := json.Unmarshal(data, &st); status != 200 || err != nil || st.Error != "" || st.FocusedElementBID != name || !slicesContain(st.Messages, "done") {
 		t.Errorf("action: %d %v %+v", status, err, st)
 	}
-	if status, _, data = e.call("POST", "/plugins/browser/action", map[string]any{"actions": "click("}); status != 400 || !bytes.Contains(data, []byte("SyntaxError")) {
+	if status, _, data = e.call("POST", "/v1/browser/actions", map[string]any{"actions": "click("}); status != 400 || !bytes.Contains(data, []byte("SyntaxError")) {
 		t.Errorf("a bad action string: %d %s", status, data)
 	}
-	status, ctype, data := e.call("GET", "/plugins/browser/screenshot", nil)
+	status, ctype, data := e.call("GET", "/v1/browser/screenshot", nil)
 	if status != 200 || ctype != "image/png" {
 		t.Fatalf("screenshot: %d %s", status, ctype)
 	}
 	checkPNG(t, "data:image/png;base64,"+base64.StdEncoding.EncodeToString(data))
 	e.save(t)
+	// The same under the plugin's own prefix.
+	if status, _, data = e.call("POST", "/plugins/browser/action", map[string]any{"actions": "noop(0)"}); status != 200 || !bytes.Contains(data, []byte(`"url"`)) {
+		t.Errorf("/plugins/browser/action: %d %s", status, data)
+	}
+	// Running, the plugin reports Chromium's memory: its processes'.
+	if st := e.alive(); st.State != api.PluginRunning || st.RSS == nil || *st.RSS < 50<<20 {
+		t.Errorf("alive while the browser runs: %+v", st)
+	}
 
 	// DevTools is on a pipe: nothing listens in the sandbox but the
 	// site's server (127.0.0.1:8000).

@@ -23,6 +23,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/plugins"
 )
 
@@ -203,6 +204,10 @@ func (s *service) cur() *tab {
 
 // Handler serves the native routes.
 func (s *service) Handler() http.Handler { return s.routes() }
+
+// PIDs are Chromium's processes: the browser and its renderers, GPU and
+// utility processes, whose memory the executor reports as the plugin's.
+func (s *service) PIDs() []int { return proc.Tree(s.chrome.proc.Pid) }
 
 // Close stops Chromium.
 func (s *service) Close() error {
