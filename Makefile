@@ -249,7 +249,7 @@ test-pkg: build test-images test-user ## Test one package (PKG=./dir, optional R
 # The Python client's pytest suite (python/tests) alone, both ways, as make
 # test runs it (bin/tests/python.test): make test-python [RUN=pytest -k expression]
 .PHONY: test-python
-test-python: build ## Test the Python client (python/) as root and as $(TEST_USER); optional RUN=pytest -k expression.
+test-python: build test-images ## Test the Python client (python/) as root and as $(TEST_USER); optional RUN=pytest -k expression.
 	@d=$(BIN)/tests-python; rm -rf $$d && mkdir -p $$d && install -m 755 python/tests/run-pytest.sh $$d/python.test && \
 	chmod -R a+rX $(BIN) && \
 	TEST_RUN='$(RUN)' ./scripts/run-tests.sh $$d "" $(TEST_ENV) && \

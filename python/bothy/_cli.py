@@ -101,6 +101,7 @@ def run_args(
     labels: Optional[Mapping[str, str]] = None,
     pool: Optional[str] = None,
     snapshot: Optional[str] = None,
+    plugins: Sequence[str] = (),
     args: Sequence[str] = (),
 ) -> List[str]:
     """The arguments of ``bothy run -d`` for a new sandbox (or one claimed
@@ -127,6 +128,8 @@ def run_args(
     argv += port_args(ports)
     if workdir:
         argv += ["--workdir", workdir]
+    for p in plugins:
+        argv += ["--plugin", p]
     argv += [str(a) for a in args]
     if image:
         argv.append(image)

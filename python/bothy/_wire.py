@@ -565,6 +565,56 @@ def run_cell(code: str, kernel: str, timeout: Optional[float], cwd: Optional[str
     return Call("POST", "/v1/kernels/" + quote(kernel, safe="") + "/execute", _dict, json_body(body), _JSON)
 
 
+def _json_list(body: bytes) -> List[Dict[str, Any]]:
+    d = parse_json(body)
+    if not isinstance(d, list):
+        raise ProtocolError(f"the executor's answer is not a JSON array: {body[:200]!r}")
+    return d
+
+
+def kernels() -> Call[List[Dict[str, Any]]]:
+    return Call("GET", "/v1/kernels", _json_list)
+
+
+def stop_kernel(kernel: str) -> Call[None]:
+    return Call("DELETE", "/v1/kernels/" + seg(kernel), _none)
+
+
+def _browser_body(body: Dict[str, Any], axtree: bool, timeout: Optional[float]) -> bytes:
+    if axtree:
+        body["axtree"] = True
+    if timeout is not None:
+        body["timeout"] = timeout
+    return json_body(body)
+
+
+def browser_navigate(url: str, axtree: bool = False, timeout: Optional[float] = None) -> Call[Dict[str, Any]]:
+    return Call("POST", "/v1/browser/navigate", _dict, _browser_body({"url": url}, axtree, timeout), _JSON)
+
+
+def browser_actions(actions: Union[str, Sequence[str]], axtree: bool = False,
+                    timeout: Optional[float] = None) -> Call[Dict[str, Any]]:
+    text = actions if isinstance(actions, str) else "\n".join(actions)
+    return Call("POST", "/v1/browser/actions", _dict, _browser_body({"actions": text}, axtree, timeout), _JSON)
+
+
+def _bytes(body: bytes) -> bytes:
+    return body
+
+
+def browser_screenshot() -> Call[bytes]:
+    return Call("GET", "/v1/browser/screenshot", _bytes, accept="image/png")
+
+
+def _token(body: bytes) -> Optional[str]:
+    t = _dict(body).get("token")
+    return t if isinstance(t, str) else None
+
+
+def vscode_token() -> Call[Optional[str]]:
+    return Call("GET", "/vscode/connection_token", _token)
+
+
 def execute_action(action: Mapping[str, Any], timeout: Optional[float] = None) -> Call[Dict[str, Any]]:
     a = dict(action)
     if timeout is not None:

@@ -75,6 +75,7 @@ class AsyncSandbox(_Base):
         labels: Optional[Mapping[str, str]] = None,
         pool: Optional[str] = None,
         snapshot: Optional[str] = None,
+        plugins: Sequence[str] = (),
         args: Sequence[str] = (),
         bothy: Optional[str] = None,
         root: Optional[str] = None,
@@ -84,7 +85,8 @@ class AsyncSandbox(_Base):
         exe = _cli.find_bothy(bothy)
         argv = _cli.base(exe, root) + _cli.run_args(
             image, name=name, env=env, volumes=volumes, memory=memory, cpus=cpus,
-            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, snapshot=snapshot, args=args,
+            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, snapshot=snapshot,
+            plugins=plugins, args=args,
         )
         sid = _cli.created_id(await _cli.run_async(argv, timeout))
         try:
@@ -208,6 +210,25 @@ class AsyncSandbox(_Base):
     async def run_cell(self, code: str, *, kernel: str = "default", timeout: Optional[float] = None,
                        cwd: Optional[str] = None) -> Dict[str, Any]:
         return await self._call(_wire.run_cell(code, kernel, timeout, cwd))
+
+    async def kernels(self) -> List[Dict[str, Any]]:
+        return await self._call(_wire.kernels())
+
+    async def stop_kernel(self, kernel: str = "default") -> None:
+        await self._call(_wire.stop_kernel(kernel))
+
+    async def browse(self, url: str, *, axtree: bool = False, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return await self._call(_wire.browser_navigate(url, axtree, timeout))
+
+    async def browser_actions(self, actions: Union[str, Sequence[str]], *, axtree: bool = False,
+                              timeout: Optional[float] = None) -> Dict[str, Any]:
+        return await self._call(_wire.browser_actions(actions, axtree, timeout))
+
+    async def screenshot(self) -> bytes:
+        return await self._call(_wire.browser_screenshot())
+
+    async def vscode_token(self) -> Optional[str]:
+        return await self._call(_wire.vscode_token())
 
     async def run(
         self,

@@ -142,6 +142,7 @@ class Sandbox(_Base):
         labels: Optional[Mapping[str, str]] = None,
         pool: Optional[str] = None,
         snapshot: Optional[str] = None,
+        plugins: Sequence[str] = (),
         args: Sequence[str] = (),
         bothy: Optional[str] = None,
         root: Optional[str] = None,
@@ -162,7 +163,9 @@ class Sandbox(_Base):
         of starting one (``--pool``): it takes name, env, workdir and labels
         only, and an empty pool starts one cold. snapshot: start on a
         snapshot (:meth:`snapshot`, by name or ID) with its image (give no
-        image) and layers (``--from-snapshot``). args: more ``bothy run``
+        image) and layers (``--from-snapshot``). plugins: executor plugins
+        to enable ("jupyter", "browser", "vscode"; "NAME:eager" starts one
+        at once; ``--plugin``). args: more ``bothy run``
         flags. bothy: the CLI (default: ``bothy`` on PATH). root: ``--root``.
         timeout: seconds for the CLI (an image pull may take a while).
         The CLI's refusals are :class:`~bothy.CLIError` with its message.
@@ -170,7 +173,8 @@ class Sandbox(_Base):
         exe = _cli.find_bothy(bothy)
         argv = _cli.base(exe, root) + _cli.run_args(
             image, name=name, env=env, volumes=volumes, memory=memory, cpus=cpus,
-            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, snapshot=snapshot, args=args,
+            network=network, ports=ports, workdir=workdir, labels=labels, pool=pool, snapshot=snapshot,
+            plugins=plugins, args=args,
         )
         sid = _cli.created_id(_cli.run(argv, timeout))
         try:
@@ -330,6 +334,45 @@ class Sandbox(_Base):
         seconds before the kernel is interrupted (default 120). cwd: where
         the kernel moves first."""
         return self._call(_wire.run_cell(code, kernel, timeout, cwd))
+
+    def kernels(self) -> List[Dict[str, Any]]:
+        """The running IPython kernels: ``{"id", "pid", "python",
+        "rss_bytes"}`` each."""
+        return self._call(_wire.kernels())
+
+    def stop_kernel(self, kernel: str = "default") -> None:
+        """Stops IPython kernel ``kernel`` (its state is lost; the next
+        cell starts a new one)."""
+        self._call(_wire.stop_kernel(kernel))
+
+    # The browser plugin (``plugins=["browser"]``): a headless Chromium.
+
+    def browse(self, url: str, *, axtree: bool = False, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Goes to url in the sandbox's browser (started on first use) and
+        returns its state: ``{"url", "title", "content" (the page as
+        markdown), "screenshot" (a PNG data URL), "open_pages_urls",
+        "active_page_index", "focused_element_bid", "error", …}``, with
+        ``"axtree"`` (one element a line, ``[bid] role 'name'``) when
+        axtree. A page that fails to load is in ``"error"``."""
+        return self._call(_wire.browser_navigate(url, axtree, timeout))
+
+    def browser_actions(self, actions: Union[str, Sequence[str]], *, axtree: bool = False,
+                        timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Runs BrowserGym actions (``"click('12')"``, ``"fill('7', 'hi')"``,
+        ``"goto('http://…')"``, …; a string of lines or a list) and returns
+        the browser's state, as :meth:`browse`. An action that fails stops
+        the others and is in ``"error"``; one that does not parse is a
+        :class:`~bothy.BadRequestError`."""
+        return self._call(_wire.browser_actions(actions, axtree, timeout))
+
+    def screenshot(self) -> bytes:
+        """The browser's active page, its viewport as PNG."""
+        return self._call(_wire.browser_screenshot())
+
+    def vscode_token(self) -> Optional[str]:
+        """The VS Code server's connection token (the vscode plugin), None
+        when the plugin is not enabled."""
+        return self._call(_wire.vscode_token())
 
     # Processes.
 

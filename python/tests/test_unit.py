@@ -226,3 +226,19 @@ def test_run_cell_call() -> None:
     assert json.loads(c.body) == {"code": "1+1", "timeout": 5}  # type: ignore[arg-type]
     ex = c.parse(b'{"results":[],"logs":{"stdout":["2\\n"],"stderr":[]},"reply":{"status":"ok"}}')
     assert ex["logs"]["stdout"] == ["2\n"] and ex["reply"]["status"] == "ok"
+
+
+def test_plugin_calls() -> None:
+    import json
+    c = _wire.browser_actions(["fill('7', 'a')", "click('8')"], True, 30)
+    assert (c.method, c.target) == ("POST", "/v1/browser/actions")
+    assert json.loads(c.body) == {"actions": "fill('7', 'a')\nclick('8')", "axtree": True, "timeout": 30}  # type: ignore[arg-type]
+    c = _wire.browser_navigate("http://x/", False, None)
+    assert json.loads(c.body) == {"url": "http://x/"}  # type: ignore[arg-type]
+    s = _wire.browser_screenshot()
+    assert (s.target, s.accept, s.parse(b"\x89PNG")) == ("/v1/browser/screenshot", "image/png", b"\x89PNG")
+    t = _wire.vscode_token()
+    assert t.parse(b'{"token":"abc"}') == "abc" and t.parse(b'{"token":null}') is None
+    k = _wire.stop_kernel("a/b")
+    assert (k.method, k.target) == ("DELETE", "/v1/kernels/a%2Fb")
+    assert _wire.kernels().parse(b'[{"id":"default"}]') == [{"id": "default"}]
