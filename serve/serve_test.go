@@ -139,7 +139,7 @@ func TestStartMapping(t *testing.T) {
 	}
 	o := f.created[0]
 	if o.Image != "ghcr.io/x/runtime:1" || o.Name != "s1" || o.Workdir != "/workspace" || len(o.Cmd) != 0 ||
-		!slices.Equal(o.Env, []string{"A=1"}) || o.Limits.Memory != 2<<30 || o.Limits.CPUs != 2 || o.Labels[LabelSession] != "s1" || o.Labels[LabelPort] != "" ||
+		!slices.Equal(o.Env, []string{"A=1", "VSCODE_PORT=60001"}) || o.Limits.Memory != 2<<30 || o.Limits.CPUs != 2 || o.Labels[LabelSession] != "s1" || o.Labels[LabelPort] != "" ||
 		!slices.Equal(o.OptionalPlugins, []string{"jupyter", "vscode"}) || len(o.Plugins) != 0 {
 		t.Errorf("V0 start: %+v", o)
 	}

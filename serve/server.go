@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -393,6 +394,11 @@ func (s *Server) createOptions(req *StartRequest) (sandbox.CreateOptions, error)
 		// Its --plugins: bothy's own, each started on first use where
 		// the image has it (bothy build --plugins).
 		opts.OptionalPlugins = req.Command.plugins()
+		// VS Code listens where URL/vscode/ leads, unless the request
+		// says where (OpenHands' VSCODE_PORT).
+		if _, set := req.Environment["VSCODE_PORT"]; !set && slices.Contains(opts.OptionalPlugins, "vscode") {
+			opts.Env = append(opts.Env, "VSCODE_PORT="+strconv.Itoa(s.opts.VSCodePort))
+		}
 	default:
 		port, err := req.agentPort()
 		if err != nil {
