@@ -63,6 +63,10 @@ func measure(bin, baseline string, n int) *result {
 		measurePool(r, m, bothy, n)
 		return r
 	}
+	if only == "client" {
+		measureClients(ctx, r, m, filepath.Join(bin, "bothy"), root, bin, bothy)
+		return r
+	}
 	if only == "plugins" {
 		measurePlugins(ctx, r, m, bin, bothy)
 		return r
@@ -115,6 +119,7 @@ func measure(bin, baseline string, n int) *result {
 
 	measureCLI(r, builds, n)
 	measurePool(r, m, bothy, n)
+	measureClients(ctx, r, m, filepath.Join(bin, "bothy"), root, bin, bothy)
 
 	logf("%s: exec round-trip", r.Mode)
 	if sb, err := runDetached(ctx, m, bothy, "busybox"); err == nil {
