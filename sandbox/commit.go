@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,8 @@ type CommitResult struct {
 }
 
 // Commit turns what the sandbox changed in its root filesystem into a new
-// layer on top of its image (and of the layers given at run with --layer),
+// layer on top of its image (and of the snapshots it runs on, each made a
+// layer, and of the layers given at run with --layer),
 // with the image's config updated by opts.Changes and a history entry, and
 // stores the image under opts.Name. A running sandbox is frozen (cgroup
 // freezer) while its upper directory is read, unless opts.NoPause; the
@@ -64,11 +66,6 @@ func (m *Manager) Commit(ctx context.Context, ref string, opts CommitOptions) (r
 			return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
 		}
 		names = []string{n}
-	}
-	if sb.Snapshot != "" {
-		// Its files are the image's, the snapshots' layer directories and
-		// its upper directory: the snapshots would be left out.
-		return nil, fmt.Errorf("commit sandbox %s: it runs on snapshot %s, whose layers are directories, not image layers, and a commit would leave them out: not supported yet (bothy diff --export writes the changes since the snapshot)", sb.ShortID(), sb.Snapshot)
 	}
 	if sb.ImageStore != "" {
 		return nil, fmt.Errorf("commit sandbox %s: its image is in the shared store %s: pull or load %s into your own store first", sb.ShortID(), sb.ImageStore, sb.Image)
@@ -93,6 +90,12 @@ func (m *Manager) Commit(ctx context.Context, ref string, opts CommitOptions) (r
 	defer comp.Close()
 	layers := slices.Clone(base.Layers)
 	now := time.Now().UTC().Truncate(time.Second)
+	snapLayers, snapHistory, err := m.snapshotImageLayers(ctx, comp, sb, now)
+	if err != nil {
+		return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
+	}
+	layers = append(layers, snapLayers...)
+	cfg.History = append(cfg.History, snapHistory...)
 	for _, al := range sb.AddedLayers {
 		l, err := addLayerFile(ctx, comp, al)
 		if err != nil {
@@ -126,6 +129,43 @@ func (m *Manager) Commit(ctx context.Context, ref string, opts CommitOptions) (r
 		return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
 	}
 	return &CommitResult{Image: img, Layer: layer}, nil
+}
+
+// snapshotImageLayers turns the layers of the snapshots sb runs on (its
+// lower stack above the image's, bottom first) into image layers, as its
+// upper directory is turned (their whiteouts and ownership likewise, the
+// same files of bothy's own left out), with a history entry each. The
+// snapshots' lock is held shared meanwhile: none is removed while read.
+func (m *Manager) snapshotImageLayers(ctx context.Context, comp *oci.Composer, sb *Sandbox, epoch time.Time) ([]oci.Layer, []v1.History, error) {
+	if sb.Snapshot == "" {
+		return nil, nil, nil
+	}
+	unlock, err := m.lockSnapshots(ctx, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	chain, err := m.snapshotChain(sb.Snapshot)
+	if err != nil {
+		return nil, nil, err
+	}
+	var layers []oci.Layer
+	var history []v1.History
+	for _, s := range chain {
+		pr, pw := io.Pipe()
+		go func() {
+			pw.CloseWithError(userns.DiffAs(ctx, m.opts.Init, s.IDMap, m.paths.snapshotLayer(s.ID), pw, rootfs.DiffOptions{Epoch: epoch, Exclude: m.ownPaths(sb)}))
+		}()
+		l, err := comp.AddLayer(ctx, pr)
+		pr.CloseWithError(errors.New("layer reader gone"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("snapshot %s: %w", s.ID[:12], err)
+		}
+		layers = append(layers, l)
+		created := s.Created.UTC().Truncate(time.Second)
+		history = append(history, v1.History{Created: &created, CreatedBy: "bothy snapshot " + cmp.Or(s.Name, s.ID[:12])})
+	}
+	return layers, history, nil
 }
 
 // ExportLayer writes what the sandbox changed in its root filesystem to w

@@ -207,3 +207,61 @@ func readEntries(t *testing.T, b []byte) map[string]*tar.Header {
 		out[strings.TrimSuffix(h.Name, "/")] = h
 	}
 }
+
+// TestCommitOnSnapshot: a sandbox on a stack of two snapshots commits into
+// an image of the whole stack (the image's layers, a layer per snapshot,
+// its upper directory): files from every level, a file deleted in a
+// snapshot and a directory replaced above it stay deleted and replaced,
+// ownership kept; the image runs, and its history names the snapshots.
+func TestCommitOnSnapshot(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Name: "stack", Image: "busybox:latest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, sb, "echo a0 > /root/a; mkdir /data && echo keep > /data/keep && echo drop > /data/drop && echo old > /data/old; rm /etc/group")
+	if _, err := m.TakeSnapshot(ctx, "stack", sandbox.SnapshotOptions{Name: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	sb, _ = m.Get(ctx, "stack")
+	run(t, sb, "echo a1 > /root/a; rm /data/drop; echo b > /root/b; chown 1000:1000 /root/b")
+	if _, err := m.TakeSnapshot(ctx, "stack", sandbox.SnapshotOptions{Name: "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	child, err := m.Create(ctx, sandbox.CreateOptions{FromSnapshot: "s2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, child, "echo c > /root/c; mv /data /data.was && mkdir /data && echo only > /data/only && rm -r /data.was")
+	const check = "cat /root/a /root/b /root/c; ls /data; stat -c %u:%g /root/b; test -e /etc/group && echo group; true"
+	want := run(t, child, check)
+	if want != "a1\nb\nc\nonly\n1000:1000" {
+		t.Fatalf("the sandbox on the snapshots sees %q", want)
+	}
+	base, err := m.Store().Resolve(ctx, "busybox:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Commit(ctx, child.ID, sandbox.CommitOptions{Name: "stacked:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(res.Image.Layers); got != len(base.Layers)+3 {
+		t.Errorf("committed image: %d layers, want the image's %d, 2 snapshots' and the upper", got, len(base.Layers))
+	}
+	var history []string
+	for _, h := range res.Image.Config.History {
+		history = append(history, h.CreatedBy)
+	}
+	if joined := strings.Join(history, "\n"); !strings.Contains(joined, "bothy snapshot s1\nbothy snapshot s2\nbothy commit") {
+		t.Errorf("history: %q", history)
+	}
+	sb2, err := m.Create(ctx, sandbox.CreateOptions{Image: "stacked:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, sb2, check); got != want {
+		t.Errorf("a sandbox of the committed image sees %q, want %q", got, want)
+	}
+}

@@ -52,8 +52,8 @@ var (
 // page (about 80 snapshot layers over a one-layer image, 16 over a
 // 40-layer one) is mounted with one fsconfig call per layer
 // (rootfs.MountStack), so the limit is overlay's own: 500 lower layers,
-// of which this leaves 244 to the image's. Past it, a snapshot is refused:
-// neither compaction nor a commit of a sandbox on snapshots is done yet.
+// of which this leaves 244 to the image's. Past it, a snapshot is refused
+// (Commit makes an image of the stack; compaction is not done).
 const MaxSnapshotDepth = 256
 
 // Snapshot is the record of one snapshot (snapshot.json).
@@ -370,7 +370,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, ref string, o SnapshotOption
 		depth = parent.Depth + 1
 	}
 	if depth > MaxSnapshotDepth {
-		return nil, false, fmt.Errorf("snapshot %s: %w: its layer stack is %d snapshots deep already (overlay takes at most 500 lower layers): snapshot or fork a sandbox lower in the stack instead (a stack is not compacted into one layer, nor committed into an image, yet)", sb.ShortID(), ErrSnapshotDepth, depth-1)
+		return nil, false, fmt.Errorf("snapshot %s: %w: its layer stack is %d snapshots deep already (overlay takes at most 500 lower layers): snapshot or fork a sandbox lower in the stack instead, or commit it into an image (bothy commit) and run that", sb.ShortID(), ErrSnapshotDepth, depth-1)
 	}
 	unlockSnaps, err := m.lockSnapshots(ctx, false)
 	if err != nil {
