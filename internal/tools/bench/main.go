@@ -160,6 +160,8 @@ func printTable(w *os.File, results []*result, n int) {
 		{"ready/bothy-bridge-p", "start-to-ready on bridge with a port: `bothy run -d --network bridge -p 8000` until /alive answers"},
 		{"ready/podman-net", "start-to-ready on podman's default network: `podman run -d IMAGE sleep 3600` until it returns"},
 		{"ready/podman-net-p", "start-to-ready on podman's default network with a port: `podman run -d -p 8000 IMAGE sleep 3600`"},
+		{"ready/bothy-host", "start-to-ready on the host's network: `bothy run -d --network host` until /alive answers"},
+		{"ready/podman-host", "start-to-ready on the host's network: `podman run -d --network host IMAGE sleep 3600` until it returns"},
 		{"tput-in/bothy", "TCP throughput (Gbit/s), host → published port: `bothy run -d --network bridge -p 5201 IMAGE -- iperf3 -s`, host `iperf3 -c 127.0.0.1 -p HOSTPORT -t 3`"},
 		{"tput-out/bothy", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
 		{"tput-in/bothy-alt", "TCP throughput (Gbit/s), host → published port, bridge's other port driver: root `--port-driver builtin`, rootless `--port-driver slirp4netns`"},
