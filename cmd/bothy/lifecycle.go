@@ -161,6 +161,7 @@ Command lines are the sandbox's to choose: control characters are escaped.`,
 
 func newKillCmd(g *globals) *cobra.Command {
 	sig := "KILL"
+	var sel *selection
 	cmd := &cobra.Command{
 		Use:   "kill [-s SIGNAL] SANDBOX...",
 		Short: "Kill sandboxes (SIGKILL), or send their main process a signal",
@@ -181,8 +182,7 @@ SANDBOX -- kill -s SIGNAL PID signals one of its processes. SIGNAL is a name
 (TERM, SIGTERM, sigterm) or a number (15), as podman's.`,
 		Example: `  bothy kill web
   bothy kill -s HUP web          # the main process reloads
-  bothy ps -q | xargs bothy kill`,
-		Args: cobra.MinimumNArgs(1),
+  bothy kill --all               # every running sandbox`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := api.ParseSignal(sig)
 			if err != nil {
@@ -192,13 +192,18 @@ SANDBOX -- kill -s SIGNAL PID signals one of its processes. SIGNAL is a name
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, func(ref string) error {
+			refs, err := sel.refs(cmd, m, args, running)
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, refs, func(ref string) error {
 				_, err := m.Kill(cmd.Context(), ref, unix.Signal(s))
 				return err
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&sig, "signal", "s", sig, "the signal to send: a name (TERM, SIGHUP) or a number")
+	sel = selectFlags(cmd, "every running sandbox")
 	return cmd
 }
 
@@ -207,20 +212,29 @@ func newPauseCmd(g *globals, pause bool) *cobra.Command {
 	if !pause {
 		use, short = "unpause SANDBOX...", "Thaw sandboxes that bothy pause froze"
 	}
-	return &cobra.Command{
+	var sel *selection
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Long: short + `.
 A paused sandbox is listed as paused by ps and inspect (State.Paused); its
 executor answers nothing until it is unpaused (requests wait). It needs a
 freezer cgroup of the sandbox's own (root, or a delegated cgroup subtree).`,
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, func(ref string) error {
+			// --all: the running sandboxes that are not paused (pause),
+			// the paused ones (unpause).
+			refs, err := sel.refs(cmd, m, args, func(sb *sandbox.Sandbox) bool {
+				paused, err := m.Paused(sb)
+				return running(sb) && err == nil && paused != pause
+			})
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, refs, func(ref string) error {
 				if pause {
 					return m.Pause(cmd.Context(), ref)
 				}
@@ -228,4 +242,10 @@ freezer cgroup of the sandbox's own (root, or a delegated cgroup subtree).`,
 			})
 		},
 	}
+	if pause {
+		sel = selectFlags(cmd, "every running sandbox that is not paused")
+	} else {
+		sel = selectFlags(cmd, "every paused sandbox")
+	}
+	return cmd
 }

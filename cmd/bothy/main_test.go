@@ -403,3 +403,54 @@ func TestPodmanFlags(t *testing.T) {
 		t.Errorf("rm of a missing sandbox: exit %d %q", code, errOut)
 	}
 }
+
+// TestAllLatest: podman's --all and --latest on the commands that act on
+// sandboxes. --latest is the sandbox created last; stop, kill, pause
+// --all take the running ones, unpause --all the paused ones, restart
+// --all every one (--running the running ones), rm --all every one (the
+// running ones with -f); SANDBOX with either, or neither, is refused.
+// (TestPoolCLI: a pool's unclaimed sandboxes are never taken.)
+func TestAllLatest(t *testing.T) {
+	c := newCLI(t)
+	c.ok("run", "-d", "--name", "a")
+	time.Sleep(10 * time.Millisecond)
+	c.ok("run", "-d", "--name", "b")
+	id := func(name string) string { return c.inspectView(name).Id[:12] }
+	states := func() string {
+		return c.ok("ps", "-a", "--format", "{{.Names}}={{.State}}")
+	}
+	lines := func(ids ...string) string { return strings.Join(ids, "\n") + "\n" }
+	for _, args := range [][]string{{"stop"}, {"stop", "-a", "-l"}, {"stop", "-a", "a"}, {"rm", "-l", "b"}} {
+		if _, errOut, code := c.run("", args...); code == 0 || !strings.Contains(errOut, "--all") {
+			t.Errorf("bothy %s: exit %d %q", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if out := c.ok("stop", "--latest", "-t", "1"); out != lines(id("b")) {
+		t.Errorf("stop --latest printed %q, want b's ID", out)
+	}
+	if out := c.ok("pause", "-a"); out != lines(id("a")) {
+		t.Errorf("pause -a printed %q, want a's ID (b is stopped)", out)
+	}
+	if out := c.ok("unpause", "--all"); out != lines(id("a")) {
+		t.Errorf("unpause --all printed %q", out)
+	}
+	if out := c.ok("restart", "-a", "--running", "-t", "1"); out != lines(id("a")) {
+		t.Errorf("restart -a --running printed %q", out)
+	}
+	if out := c.ok("kill", "-a"); out != lines(id("a")) {
+		t.Errorf("kill -a printed %q", out)
+	}
+	if got := states(); !strings.Contains(got, "a=exited") || !strings.Contains(got, "b=exited") {
+		t.Errorf("after stop --latest and kill -a:\n%s", got)
+	}
+	if out := c.ok("restart", "--all", "-t", "1"); strings.Count(out, "\n") != 2 {
+		t.Errorf("restart --all printed %q, want both", out)
+	}
+	if _, _, code := c.run("", "rm", "-a"); code == 0 {
+		t.Error("rm -a of running sandboxes without -f succeeded")
+	}
+	c.ok("rm", "-af")
+	if got := c.ok("ps", "-a", "--format", "{{.Names}}"); got != "" {
+		t.Errorf("after rm -af, ps -a lists:\n%s", got)
+	}
+}

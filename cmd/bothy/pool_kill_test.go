@@ -183,6 +183,13 @@ func TestPoolCLI(t *testing.T) {
 		t.Fatalf("cold claim's environment: %q", got)
 	}
 	k.waitFilled("web")
+	// rm -af (and stop -a, kill -a) leave the pool's waiting sandbox:
+	// claimed ones go, it stays.
+	member := k.poolMember("web")
+	k.ok("rm", "-af")
+	if left := k.list(); len(left) != 1 || left[0].ID != member {
+		t.Fatalf("after rm -af: %+v, want the pool's waiting sandbox %s alone", left, member)
+	}
 	for _, bad := range [][]string{
 		{"run", "--pool", "web", "--network", "host", "-d"},
 		{"run", "--pool", "web", "-m", "1g", "-d"},
@@ -199,12 +206,13 @@ func TestPoolCLI(t *testing.T) {
 		}
 	}
 	k.ok("pool", "rm", "web")
-	// Left: x, y, z. A filler still at work (the one z's claim started
-	// may be) removes the member it was making once it finds the pool gone.
+	// Nothing is left (x, y and z went with rm -af). A filler still at
+	// work (the one z's claim started may be) removes the member it was
+	// making once it finds the pool gone.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		out := k.ok("ps", "-a")
-		if strings.Count(out, "\n") == 4 { // header, x, y, z
+		if strings.Count(out, "\n") == 1 { // the header
 			break
 		}
 		if time.Now().After(deadline) {

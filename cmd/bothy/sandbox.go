@@ -621,24 +621,32 @@ one a line (what a client on the host connects to).`,
 func newStopCmd(g *globals) *cobra.Command {
 	grace := seconds(10 * time.Second)
 	var ignore bool
+	var sel *selection
 	cmd := &cobra.Command{
 		Use:   "stop SANDBOX...",
 		Short: "Stop sandboxes (SIGTERM to the executor, SIGKILL after --time)",
-		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error {
+			refs, err := sel.refs(cmd, m, args, running)
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, refs, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error {
 				return m.Stop(cmd.Context(), ref, time.Duration(grace))
 			}))
 		},
 	}
 	cmd.Flags().VarP(&grace, "time", "t", "seconds to wait for the sandbox to stop before SIGKILL (or a duration: 500ms)")
 	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore sandboxes that do not exist")
+	sel = selectFlags(cmd, "every running sandbox")
 	return cmd
 }
+
+// running: a sandbox whose executor runs (paused too).
+func running(sb *sandbox.Sandbox) bool { return sb.Status == sandbox.StatusRunning }
 
 // seconds is a --time value: whole seconds as podman's (-t 5), or a Go
 // duration (-t 500ms).
@@ -673,20 +681,25 @@ func ignoreMissing(ignore bool, notFound error, fn func(string) error) func(stri
 
 func newRmCmd(g *globals) *cobra.Command {
 	var force, ignore bool
+	var sel *selection
 	cmd := &cobra.Command{
 		Use:   "rm [-f] SANDBOX...",
 		Short: "Remove sandboxes: processes, cgroups, overlay directories, state",
-		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error { return m.Remove(cmd.Context(), ref, force) }))
+			refs, err := sel.refs(cmd, m, args, nil)
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, refs, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error { return m.Remove(cmd.Context(), ref, force) }))
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "kill a running or half-created sandbox first")
 	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore sandboxes that do not exist")
+	sel = selectFlags(cmd, "every sandbox (running ones only with -f)")
 	return cmd
 }
 

@@ -37,24 +37,31 @@ func newStartCmd(g *globals) *cobra.Command {
 }
 
 func newRestartCmd(g *globals) *cobra.Command {
-	var grace time.Duration
+	grace := seconds(10 * time.Second)
+	var onlyRunning bool
+	var sel *selection
 	cmd := &cobra.Command{
 		Use:   "restart SANDBOX...",
 		Short: "Stop sandboxes and start them again (bothy stop, then bothy start)",
-		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, func(ref string) error {
-				_, rep, err := m.Restart(cmd.Context(), ref, grace)
+			refs, err := sel.refs(cmd, m, args, func(sb *sandbox.Sandbox) bool { return !onlyRunning || running(sb) })
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, refs, func(ref string) error {
+				_, rep, err := m.Restart(cmd.Context(), ref, time.Duration(grace))
 				reportStart(cmd, ref, rep)
 				return err
 			})
 		},
 	}
-	cmd.Flags().DurationVarP(&grace, "time", "t", 10*time.Second, "grace period before SIGKILL")
+	cmd.Flags().VarP(&grace, "time", "t", "seconds to wait for the sandbox to stop before SIGKILL (or a duration: 500ms)")
+	cmd.Flags().BoolVar(&onlyRunning, "running", false, "with --all, the running sandboxes only")
+	sel = selectFlags(cmd, "every sandbox")
 	return cmd
 }
 
