@@ -47,6 +47,8 @@ func newStatsCmd(g *globals) *cobra.Command {
 	}
 	format = formatFlag(cmd.Flags(), "table", "json")
 	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "time between the two samples the CPU percentage is computed from")
+	// bothy stats prints once: podman's --no-stream is what it does.
+	cmd.Flags().Bool("no-stream", true, "print once and exit (what bothy stats always does; accepted as podman's)")
 	return cmd
 }
 

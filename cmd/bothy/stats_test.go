@@ -33,7 +33,7 @@ func TestLimitsStatsCLI(t *testing.T) {
 	if s := stats[0]; s.ID != id || s.Memory.Limit != 64<<20 || s.Pids.Limit != 50 || s.CPU.Limit != 0.5 || s.Pids.Current == 0 {
 		t.Errorf("stats: %+v", s)
 	}
-	if table := c.ok("stats", "--interval", "0"); !strings.Contains(table, "MEM USAGE / LIMIT") || !strings.Contains(table, "64MiB") || !strings.Contains(table, "/ 50") {
+	if table := c.ok("stats", "--no-stream", "--interval", "0"); !strings.Contains(table, "MEM USAGE / LIMIT") || !strings.Contains(table, "64MiB") || !strings.Contains(table, "/ 50") {
 		t.Errorf("stats table:\n%s", table)
 	}
 	var inspected []inspectView
