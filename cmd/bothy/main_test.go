@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -453,4 +454,62 @@ func TestAllLatest(t *testing.T) {
 	if got := c.ok("ps", "-a", "--format", "{{.Names}}"); got != "" {
 		t.Errorf("after rm -af, ps -a lists:\n%s", got)
 	}
+}
+
+// TestPsFilter: ps --filter by name, label, status (exited ones listed
+// without -a), id, ancestor and network, one key's values any, several
+// keys all; --last, --latest, --no-trunc; a bad filter names the keys.
+func TestPsFilter(t *testing.T) {
+	c := newCLI(t)
+	c.ok("run", "-d", "--name", "web-1", "--label", "team=ml")
+	time.Sleep(10 * time.Millisecond)
+	c.ok("run", "-d", "--name", "web-2", "--label", "team=ops", "--network", "host")
+	time.Sleep(10 * time.Millisecond)
+	c.ok("run", "-d", "--name", "db", "--label", "team=ml")
+	c.ok("stop", "-t", "1", "db")
+	names := func(args ...string) string {
+		return strings.TrimSpace(c.ok(append([]string{"ps", "--format", "{{.Names}}"}, args...)...))
+	}
+	id := c.inspectView("web-2").Id
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-f", "name=web"}, "web-1\nweb-2"},
+		{[]string{"-f", "label=team=ml"}, "web-1"},
+		{[]string{"-a", "--filter", "label=team=ml"}, "web-1\ndb"},
+		{[]string{"-f", "label=team"}, "web-1\nweb-2"},
+		{[]string{"-f", "status=exited"}, "db"},
+		{[]string{"-f", "status=exited", "-f", "status=running"}, "web-1\nweb-2\ndb"},
+		{[]string{"-f", "status=running", "-f", "label=team=ops"}, "web-2"},
+		{[]string{"-f", "id=" + id[:8]}, "web-2"},
+		{[]string{"-f", "network=host"}, "web-2"},
+		{[]string{"-f", "ancestor=nosuch"}, ""},
+		{[]string{"--last", "2"}, "db\nweb-2"},
+		{[]string{"-l"}, "db"},
+	} {
+		if got := names(tc.args...); !sameLines(got, tc.want) {
+			t.Errorf("ps %s: %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+	if got := names("--last", "2"); got != "db\nweb-2" {
+		t.Errorf("ps --last 2: %q, want the newest first", got)
+	}
+	if out := strings.TrimSpace(c.ok("ps", "-q", "--no-trunc", "-f", "name=web-2")); out != id {
+		t.Errorf("ps -q --no-trunc: %q, want %q", out, id)
+	}
+	if _, errOut, code := c.run("", "ps", "-f", "colour=red"); code == 0 || !strings.Contains(errOut, "ancestor (") || !strings.Contains(errOut, "status (") {
+		t.Errorf("ps -f colour=red: exit %d %q", code, errOut)
+	}
+	if _, errOut, code := c.run("", "ps", "-f", "status=sleeping"); code == 0 || !strings.Contains(errOut, "exited or dead") {
+		t.Errorf("ps -f status=sleeping: exit %d %q", code, errOut)
+	}
+}
+
+// sameLines: a and b hold the same lines, in any order.
+func sameLines(a, b string) bool {
+	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }

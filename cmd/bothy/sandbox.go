@@ -438,14 +438,26 @@ job control) are not reached: they run until they exit or the sandbox
 stops.`
 
 func newPsCmd(g *globals) *cobra.Command {
-	var all, quiet bool
+	var all, quiet, noTrunc, latest bool
 	var job string
+	var last int
+	var filters []string
 	var format *templateFormat
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List sandboxes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			filter, err := parsePsFilters(filters)
+			if err != nil {
+				return err
+			}
+			if latest {
+				last = 1
+			}
+			if last > 0 || len(filter["status"]) > 0 {
+				all = true // podman's: the last N created, or those of a status, in any state
+			}
 			m, err := g.manager()
 			if err != nil {
 				return err
@@ -454,6 +466,7 @@ func newPsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			vw := newViewer(cmd.Context(), m)
 			var shown []*sandbox.Sandbox
 			for _, sb := range list {
 				if job != "" && !sb.InJob(job) {
@@ -461,23 +474,36 @@ func newPsCmd(g *globals) *cobra.Command {
 				}
 				// A pool's sandboxes waiting for their claim are bothy
 				// pool ls's; -a shows them too.
-				if all || (sb.Status == sandbox.StatusRunning || sb.Status == sandbox.StatusCreating) && sb.Pool == "" {
-					shown = append(shown, sb)
+				if !all && (sb.Status != sandbox.StatusRunning && sb.Status != sandbox.StatusCreating || sb.Pool != "") {
+					continue
 				}
+				if len(filter) > 0 && !filter.match(vw.ps(sb)) {
+					continue
+				}
+				shown = append(shown, sb)
+			}
+			if last > 0 {
+				slices.SortStableFunc(shown, func(a, b *sandbox.Sandbox) int { return b.Created.Compare(a.Created) })
+				shown = shown[:min(last, len(shown))]
+			}
+			id := func(sb *sandbox.Sandbox) string {
+				if noTrunc {
+					return sb.ID
+				}
+				return sb.ShortID()
 			}
 			if quiet {
 				for _, sb := range shown {
-					fmt.Fprintln(cmd.OutOrStdout(), sb.ShortID())
+					fmt.Fprintln(cmd.OutOrStdout(), id(sb))
 				}
 				return nil
 			}
-			vw := newViewer(cmd.Context(), m)
 			if !format.isJSON() && !format.isTemplate() {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 				fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
 				for _, sb := range shown {
 					v := psRow{vw.ps(sb)}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID(), sb.Name, sb.Image, v.Status, v.RunningFor(), sb.Network, v.Ports())
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id(sb), sb.Name, sb.Image, v.Status, v.RunningFor(), sb.Network, v.Ports())
 				}
 				return tw.Flush()
 			}
@@ -498,6 +524,10 @@ func newPsCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include exited and dead sandboxes (what a killed bothy left; bothy prune removes them)")
 	cmd.Flags().StringVar(&job, "slurm-job", "", "only the sandboxes created in this Slurm job: its SLURM_JOB_ID; ARRAY_TASK for one task of an array, ARRAY_* for all its tasks")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print sandbox IDs only, one a line (bothy ps -aq | xargs bothy rm -f)")
+	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "only the sandboxes that match KEY=VALUE, repeatable (one key: any; several keys: all): "+psFilterHelp())
+	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print whole IDs")
+	cmd.Flags().IntVarP(&last, "last", "n", 0, "the N sandboxes created last, in any state")
+	cmd.Flags().BoolVarP(&latest, "latest", "l", false, "the sandbox created last (--last 1)")
 	format = templateFormatFlag(cmd.Flags(), "table", "json")
 	return cmd
 }
