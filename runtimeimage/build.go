@@ -82,10 +82,14 @@ type Options struct {
 	// where no layer takes it, and the variables pointing at it are the
 	// build sandbox's only, not the image's. Not an input of the tags.
 	CACerts string
-	// NoHTTPProxy keeps the caller's proxy variables (sandbox.ProxyEnv)
+	// NoHTTPProxy keeps the proxy variables of Environ (sandbox.ProxyEnv)
 	// out of the build sandbox, which otherwise gets those set, as
 	// podman's builds do.
 	NoHTTPProxy bool
+	// Environ is the caller's environment (os.Environ() for a CLI): its
+	// SSL_CERT_FILE names the host's CA bundle, its proxy variables go to
+	// the build sandbox. The package reads no environment of its own.
+	Environ []string
 	// Force builds from the base whatever tags exist, and moves all three.
 	Force bool
 	// Pull configures the pull of a base image not in the store.
@@ -396,16 +400,31 @@ func (b *builder) executorHistory() v1.History {
 	return v1.History{Created: &b.epoch, CreatedBy: executorHistoryPrefix + "sha256:" + b.execSum}
 }
 
+// proxy is what the build sandbox gets of the caller's proxy variables.
+func (b *builder) proxy() []string {
+	if b.opts.NoHTTPProxy {
+		return nil
+	}
+	return sandbox.HostProxyEnv(b.opts.Environ)
+}
+
 // runSteps starts a build sandbox of img with the build's network, runs the
 // plugin installs and the setup script in it, and commits its upper directory
 // as a layer. The sandbox is removed whatever happens.
 func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Composer) (layer oci.Layer, err error) {
 	ca := b.opts.CACerts
-	if ca == "" {
+	switch ca {
+	case "":
 		ca = sandbox.CACertsNone
-		if bundle, err := sandbox.HostCABundle(); err == nil {
+		if bundle, err := sandbox.HostCABundle(b.opts.Environ); err == nil {
 			ca = bundle
 		}
+	case sandbox.CACertsHost:
+		bundle, err := sandbox.HostCABundle(b.opts.Environ)
+		if err != nil {
+			return oci.Layer{}, fmt.Errorf("start build sandbox: ca certs: %w", err)
+		}
+		ca = bundle
 	}
 	if ca != sandbox.CACertsNone {
 		b.logf("trusting the CA certificates of %s (mounted read-only at %s, not in the image)", ca, sandbox.CACertsPath)
@@ -413,7 +432,7 @@ func (b *builder) runSteps(ctx context.Context, img *oci.Image, comp *oci.Compos
 	sb, err := b.m.Create(ctx, sandbox.CreateOptions{
 		Image: img.Digest.String(), Network: network.Options{Mode: b.opts.Network},
 		Labels:  map[string]string{"io.bothy.build": "1"},
-		CACerts: ca, HTTPProxy: !b.opts.NoHTTPProxy,
+		CACerts: ca, Proxy: b.proxy(),
 	})
 	if err != nil {
 		return oci.Layer{}, fmt.Errorf("start build sandbox: %w", err)

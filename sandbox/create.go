@@ -184,7 +184,7 @@ func (c *creation) checkOptions(context.Context) error {
 		return err
 	}
 	c.caCerts = ca
-	o.Env = trustEnv(o.Env, ca != "", o.HTTPProxy)
+	o.Env = trustEnv(o.Env, ca != "", o.Proxy)
 	if c.m.opts.Executor == "" {
 		return errors.New("bothy-executor not found: install it beside the bothy binary or set BOTHY_EXECUTOR")
 	}

@@ -226,14 +226,17 @@ type CreateOptions struct {
 	// nothing but its claim, authenticated with APIKey, the pre-claim key.
 	Pool string `json:"-"`
 	// CACerts gives the sandbox CA certificates of the host: CACertsNone
-	// (or empty: none), CACertsHost (the host's bundle, HostCABundle) or
+	// (or empty: none), CACertsHost (the host's bundle: HostCABundle(nil),
+	// a distribution's path; a caller that honours $SSL_CERT_FILE passes
+	// HostCABundle(os.Environ()) as the file) or
 	// the path of a PEM file. The file is bind-mounted read-only at
 	// CACertsPath, which no layer or diff takes, and the variables of
 	// CACertsEnv point there (those Env does not set).
 	CACerts string
-	// HTTPProxy passes the caller's proxy variables (ProxyEnv, those set)
-	// to the sandbox, those Env does not set.
-	HTTPProxy bool
+	// Proxy are proxy variables (KEY=VALUE) given to the sandbox, those
+	// Env does not set: HostProxyEnv(os.Environ()) passes the caller's, as
+	// podman's --http-proxy does.
+	Proxy []string
 	// Plugins are the executor's plugins (package plugins), each NAME
 	// (started on first use) or NAME:eager (started with the executor);
 	// the image must hold their dependencies (their recipes).

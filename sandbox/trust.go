@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -27,8 +28,8 @@ const (
 // and git.
 var CACertsEnv = []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO"}
 
-// ProxyEnv are the proxy variables CreateOptions.HTTPProxy passes from the
-// caller's environment, as podman's --http-proxy does.
+// ProxyEnv are the proxy variables HostProxyEnv takes from an environment,
+// for CreateOptions.Proxy, as podman's --http-proxy does.
 var ProxyEnv = []string{"http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY"}
 
 // hostBundles are where distributions keep the system's CA bundle: Debian
@@ -41,11 +42,12 @@ var hostBundles = []string{
 	"/etc/ssl/cert.pem",
 }
 
-// HostCABundle is the host's CA bundle: $SSL_CERT_FILE of bothy's own
-// environment when set, else the first of the distributions' usual paths
-// that exists.
-func HostCABundle() (string, error) {
-	if f := os.Getenv("SSL_CERT_FILE"); f != "" {
+// HostCABundle is the host's CA bundle: SSL_CERT_FILE of environ (the
+// caller's environment, e.g. os.Environ(); nil for none) when set, else the
+// first of the distributions' usual paths that exists. The package reads
+// no environment of its own.
+func HostCABundle(environ []string) (string, error) {
+	if f := lookupEnv(environ, "SSL_CERT_FILE"); f != "" {
 		return f, nil
 	}
 	for _, p := range hostBundles {
@@ -66,7 +68,7 @@ func resolveCACerts(choice string) (string, error) {
 		return "", nil
 	case CACertsHost:
 		var err error
-		if src, err = HostCABundle(); err != nil {
+		if src, err = HostCABundle(nil); err != nil {
 			return "", fmt.Errorf("ca certs: %w", err)
 		}
 	default:
@@ -99,11 +101,35 @@ func resolveCACerts(choice string) (string, error) {
 	return abs, nil
 }
 
-// trustEnv adds to env what a sandbox given CA certificates and the
-// caller's proxy settings needs: each variable of CACertsEnv (when
-// caCerts) and of ProxyEnv set in the caller's environment (when proxy),
-// unless env sets it already.
-func trustEnv(env []string, caCerts, proxy bool) []string {
+// HostProxyEnv are the variables of ProxyEnv set in environ (the caller's
+// environment, e.g. os.Environ()), as KEY=VALUE: CreateOptions.Proxy for
+// podman's --http-proxy.
+func HostProxyEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(ProxyEnv, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// lookupEnv is the value of key in environ (the last one set), "" if unset.
+func lookupEnv(environ []string, key string) string {
+	v := ""
+	for _, kv := range environ {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// trustEnv adds to env what a sandbox given CA certificates and proxy
+// settings needs: each variable of CACertsEnv (when caCerts) and each of
+// proxy (KEY=VALUE), unless env sets it already.
+func trustEnv(env []string, caCerts bool, proxy []string) []string {
 	set := map[string]bool{}
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -117,11 +143,10 @@ func trustEnv(env []string, caCerts, proxy bool) []string {
 			}
 		}
 	}
-	if proxy {
-		for _, k := range ProxyEnv {
-			if v, ok := os.LookupEnv(k); ok && !set[k] {
-				add = append(add, k+"="+v)
-			}
+	for _, kv := range proxy {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			set[k] = true
+			add = append(add, kv)
 		}
 	}
 	if len(add) == 0 {

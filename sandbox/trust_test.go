@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,7 +60,7 @@ func TestCACerts(t *testing.T) {
 	t.Setenv("no_proxy", "127.0.0.1,localhost")
 	t.Setenv("FTP_PROXY", "")
 	os.Unsetenv("FTP_PROXY")
-	sb, err = m.Create(ctx, sandbox.CreateOptions{Network: host, CACerts: caFile, HTTPProxy: true, Env: []string{"PIP_CERT=/mine.pem"}})
+	sb, err = m.Create(ctx, sandbox.CreateOptions{Network: host, CACerts: caFile, Proxy: sandbox.HostProxyEnv(os.Environ()), Env: []string{"PIP_CERT=/mine.pem"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +97,25 @@ func TestCACerts(t *testing.T) {
 		if _, err := m.Create(ctx, sandbox.CreateOptions{CACerts: choice}); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("--ca-certs %s: %v, want %q", choice, err, msg)
 		}
+	}
+}
+
+// TestHostTrustFromEnviron: the host's CA bundle and proxy variables come
+// from the environment the caller passes, never from the process's own.
+func TestHostTrustFromEnviron(t *testing.T) {
+	env := []string{"PATH=/bin", "https_proxy=http://p:1", "NO_PROXY=x", "HTTPS_PROXYX=no", "SSL_CERT_FILE=/my/ca.pem"}
+	if got := sandbox.HostProxyEnv(env); !slices.Equal(got, []string{"https_proxy=http://p:1", "NO_PROXY=x"}) {
+		t.Errorf("HostProxyEnv: %q", got)
+	}
+	if got, err := sandbox.HostCABundle(env); err != nil || got != "/my/ca.pem" {
+		t.Errorf("HostCABundle with SSL_CERT_FILE: %q %v", got, err)
+	}
+	t.Setenv("SSL_CERT_FILE", "/process/ca.pem")
+	t.Setenv("HTTPS_PROXY", "http://process:1")
+	if got, err := sandbox.HostCABundle(nil); got == "/process/ca.pem" || (err != nil && !strings.Contains(err.Error(), "--ca-certs")) {
+		t.Errorf("HostCABundle(nil) read the process's environment: %q %v", got, err)
+	}
+	if got := sandbox.HostProxyEnv(nil); len(got) != 0 {
+		t.Errorf("HostProxyEnv(nil): %q", got)
 	}
 }

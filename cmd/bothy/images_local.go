@@ -241,7 +241,7 @@ reuse the image, a new executor only replaces the top layer. Plugins: ` + string
 				return err
 			}
 			opts.Plugins = recipes
-			opts.NoHTTPProxy = !buildProxy
+			opts.NoHTTPProxy, opts.Environ = !buildProxy, os.Environ()
 			if opts.Epoch, err = sourceDateEpoch(); err != nil {
 				return err
 			}
