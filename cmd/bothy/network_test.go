@@ -1,18 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/network"
 )
 
@@ -185,4 +191,77 @@ func httpGet(url string, tries int) (string, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return "", err
+}
+
+// TestTwoUsersBridge: two real users' sandboxes on bridge. Root's sandbox
+// (the bridge driver) serves HTTP on a published port; a sandbox of the
+// unprivileged test user (rootless: slirp4netns, its own state), with a
+// default route, cannot reach the root sandbox's internal address; the
+// host reaches the published port. As root only (it starts the other
+// user's bothy).
+func TestTwoUsersBridge(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("as root only: the test runs a second user's bothy")
+		return
+	}
+	bin := os.Getenv("BOTHY_BIN")
+	if bin == "" {
+		t.Skip("requires BOTHY_BIN, the bothy binary the second user runs (make test sets it)")
+	}
+	const other = "bothy-test"
+	u, err := user.Lookup(other)
+	if err != nil {
+		t.Skipf("requires the unprivileged test user %s (make test-user): %v", other, err)
+	}
+	c := newCLI(t)
+	id := strings.TrimSpace(c.ok("run", "-d", "--network", "bridge", "-p", "8000", "--",
+		"sh", "-c", "mkdir -p /www && echo root-sandbox > /www/index.html && exec httpd -f -p 8000 -h /www"))
+	addr := c.inspectView(id).NetworkSettings.IPAddress
+	hostPort := strings.TrimPrefix(strings.TrimSpace(c.ok("port", id, "8000")), "127.0.0.1:")
+	if body, err := httpGet("http://127.0.0.1:"+hostPort+"/", 50); err != nil || body != "root-sandbox" {
+		t.Fatalf("the published port from the host: %q %v", body, err)
+	}
+	if addr == "" {
+		t.Fatal("the root sandbox has no address")
+	}
+	root := testenv.ShortTempDir(t)
+	image := filepath.Join(root, "busybox.oci.tar") // the fixture's directory is root's own
+	data, err := os.ReadFile(testenv.BusyboxArchive(t))
+	if err == nil {
+		err = os.WriteFile(image, data, 0o644)
+	}
+	for _, p := range []string{root, image} {
+		if err == nil {
+			err = os.Chown(p, atoiT(t, u.Uid), atoiT(t, u.Gid))
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other user's sandbox, on a network of its own (a default
+	// route), tries the root sandbox's address.
+	script := fmt.Sprintf("ip route | grep -q '^default' && echo ROUTED; for u in http://%s:8000/; do if timeout 5 wget -q -O - $u; then echo REACHED $u; else echo FAILED $? $u; fi; done; echo done", addr)
+	cmd := exec.Command("setpriv", "--reuid="+u.Uid, "--regid="+u.Gid, "--init-groups",
+		"env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+u.HomeDir, "TMPDIR=/tmp",
+		"BOTHY_EXECUTOR="+testenv.Executor(t), "BOTHY_DEFAULT_IMAGE="+image, "BOTHY_IMAGES="+testenv.ImagesHelper(t), "BOTHY_INIT="+os.Getenv("BOTHY_INIT"),
+		bin, "--root", root, "run", "--rm", "--network", "bridge", "--", "sh", "-c", script)
+	out, err := cmd.CombinedOutput()
+	defer exec.Command("setpriv", "--reuid="+u.Uid, "--regid="+u.Gid, "--init-groups", "env", "-i", "PATH="+os.Getenv("PATH"), bin, "--root", root, "prune").Run()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "done") {
+		t.Fatalf("the other user's sandbox: %v: %s", err, out)
+	}
+	t.Logf("the other user's sandbox: %s", bytes.TrimSpace(out))
+	if strings.Contains(string(out), "REACHED") || strings.Contains(string(out), "root-sandbox") || strings.Count(string(out), "FAILED ") != 1 || !strings.Contains(string(out), "ROUTED") ||
+		strings.Contains(string(out), "not found") || strings.Contains(string(out), "Segmentation") {
+		t.Errorf("the other user's sandbox reached the root sandbox: %s", out)
+	}
+}
+
+func atoiT(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
