@@ -44,7 +44,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		keep       bool
 		entrypoint string
 		statsPath  string
-		httpProxy  = new(bool)
+		httpProxy  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -104,7 +104,7 @@ func newRunCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			if *httpProxy {
+			if httpProxy {
 				opts.Proxy = sandbox.HostProxyEnv(os.Environ())
 			}
 			m, err := g.manager()
@@ -261,7 +261,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
 	f.StringVar(&opts.CACerts, "ca-certs", "none", "CA certificates the sandbox trusts besides the image's, mounted read-only at "+sandbox.CACertsPath+" and never in a layer, with SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, PIP_CERT, GIT_SSL_CAINFO and CURL_CA_BUNDLE pointing there: host (the host's bundle), none, or a PEM file")
-	f.BoolVar(httpProxy, "http-proxy", false, "pass the host's proxy variables (http_proxy, https_proxy, ftp_proxy, no_proxy, upper case too) to the sandbox, as podman's --http-proxy does")
+	f.BoolVar(&httpProxy, "http-proxy", false, "pass the host's proxy variables (http_proxy, https_proxy, ftp_proxy, no_proxy, upper case too) to the sandbox, as podman's --http-proxy does")
 	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
 	f.StringVarP(&opts.User, "user", "u", "", "run the main process, and what runs through the executor, as NAME|UID[:GROUP|GID] of the image's /etc/passwd and /etc/group (default: the image's User, else root)")
 	f.StringVar(&entrypoint, "entrypoint", "", "replace the image's Entrypoint with this program (and drop the image's Cmd; CMD gives its arguments); \"\" for none")

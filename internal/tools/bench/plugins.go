@@ -37,7 +37,7 @@ var pluginRows = []struct{ key, label string }{
 	{"plugin/jupyter/rss", "jupyter: plugin RSS once started (the kernel)"},
 	{"plugin/browser/first", "browser: first `browse` of a local page (python3 -m http.server in the sandbox) in a new sandbox (Chromium's start included)"},
 	{"plugin/browser/warm", "browser: `browse` of the same page, warm browser"},
-	{"plugin/browser/rss", "browser: RSS once started (Chromium's processes, summed in the sandbox: the plugin reports none)"},
+	{"plugin/browser/rss", "browser: plugin RSS once started (Chromium's processes, summed)"},
 	{"plugin/vscode/first", "vscode: `bothy run -d --plugin vscode:eager -p 8080` returned → workbench page (code-server's start, login, VS Code's server start)"},
 	{"plugin/vscode/page", "vscode: workbench page again (`GET /?folder=`, logged in)"},
 	{"plugin/vscode/rss", "vscode: plugin RSS once started, workbench served (code-server and VS Code's server)"},
@@ -192,13 +192,14 @@ func measureBrowser(ctx context.Context, r *result, m *sandbox.Manager, bothy fu
 					r.add("plugin/browser/warm", time.Since(t0))
 				}
 			}
-			// The browser plugin reports no processes: Chromium's, summed
-			// in the sandbox (shared pages counted in each, as the
-			// executor's plugin RSS counts them).
-			res, err := c.Run(ctx, api.RunRequest{Cmd: `for p in /proc/[0-9]*; do grep -qs '^Name:.*chrom' $p/status && sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' $p/status; done | awk '{s += $1; n++} END {printf "%.0f MB (%d processes)", s*1024/1e6, n}'`, Timeout: 60})
+			// The plugin's RSS (Chromium's process tree, shared pages
+			// counted in each process), with the number of processes.
+			rss := pluginRSS(ctx, c)
+			res, err := c.Run(ctx, api.RunRequest{Cmd: `grep -ls '^Name:.*chrom' /proc/[0-9]*/status | wc -l`, Timeout: 60})
 			if err == nil && res.ExitCode == 0 {
-				r.Notes["plugin/browser/rss"] = strings.TrimSpace(res.Stdout)
+				rss += " (" + strings.TrimSpace(res.Stdout) + " processes)"
 			}
+			r.Notes["plugin/browser/rss"] = rss
 		}
 		stop()
 		if err != nil {
