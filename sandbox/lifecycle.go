@@ -86,6 +86,8 @@ type LogOptions struct {
 	Tail int
 	// Since shows only lines written at or after it (zero: all).
 	Since time.Time
+	// Until shows only lines written before it (zero: all).
+	Until time.Time
 	// Timestamps prefixes each line with its time (RFC 3339).
 	Timestamps bool
 	// Poll is how often Follow looks for more (200 ms when zero).
@@ -106,8 +108,12 @@ func (m *Manager) Logs(ctx context.Context, ref string, o LogOptions, stdout, st
 		o.Poll = 200 * time.Millisecond
 	}
 	upperRoot := m.paths.upperRoot(sb.ID)
+	// shown: a line in the --since/--until window.
+	shown := func(l mainlog.Line) bool {
+		return (o.Since.IsZero() || !l.Time.Before(o.Since)) && (o.Until.IsZero() || l.Time.Before(o.Until))
+	}
 	emit := func(l mainlog.Line) error {
-		if !o.Since.IsZero() && l.Time.Before(o.Since) {
+		if !shown(l) {
 			return nil
 		}
 		w := stdout
@@ -126,7 +132,7 @@ func (m *Manager) Logs(ctx context.Context, ref string, o LogOptions, stdout, st
 	collect := emit
 	if o.Tail >= 0 {
 		collect = func(l mainlog.Line) error {
-			if o.Tail == 0 || (!o.Since.IsZero() && l.Time.Before(o.Since)) {
+			if o.Tail == 0 || !shown(l) {
 				return nil
 			}
 			if len(tail) == o.Tail {

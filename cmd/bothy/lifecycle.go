@@ -18,6 +18,7 @@ func newLogsCmd(g *globals) *cobra.Command {
 		o     sandbox.LogOptions
 		tail  string
 		since string
+		until string
 	)
 	cmd := &cobra.Command{
 		Use:   "logs [flags] SANDBOX",
@@ -34,7 +35,12 @@ bothy rm.`,
 				return err
 			}
 			if since != "" {
-				if o.Since, err = parseSince(since, time.Now()); err != nil {
+				if o.Since, err = parseSince("--since", since, time.Now()); err != nil {
+					return err
+				}
+			}
+			if until != "" {
+				if o.Until, err = parseSince("--until", until, time.Now()); err != nil {
 					return err
 				}
 			}
@@ -49,6 +55,7 @@ bothy rm.`,
 	f.BoolVarP(&o.Follow, "follow", "f", false, "follow the log until the sandbox stops")
 	f.StringVarP(&tail, "tail", "n", "all", "show only the last `N` lines")
 	f.StringVar(&since, "since", "", "show lines since a time: RFC 3339 (2026-11-25T06:00:00Z), Unix seconds, or a duration ago (10m)")
+	f.StringVar(&until, "until", "", "show lines before a time: RFC 3339, Unix seconds, or a duration ago (10m)")
 	f.BoolVarP(&o.Timestamps, "timestamps", "t", false, "show each line's time")
 	return cmd
 }
@@ -64,9 +71,9 @@ func parseTail(s string) (int, error) {
 	return n, nil
 }
 
-// parseSince reads --since as docker does: a time, Unix seconds, or a
-// duration before now.
-func parseSince(s string, now time.Time) (time.Time, error) {
+// parseSince reads --since (or --until, named by flag) as docker does: a
+// time, Unix seconds, or a duration before now.
+func parseSince(flag, s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
@@ -78,7 +85,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
 		return time.Unix(0, int64(secs*1e9)), nil
 	}
-	return time.Time{}, fmt.Errorf("invalid --since %q: want an RFC 3339 time, Unix seconds or a duration (10m)", s)
+	return time.Time{}, fmt.Errorf("invalid %s %q: want an RFC 3339 time, Unix seconds or a duration (10m)", flag, s)
 }
 
 func newWaitCmd(g *globals) *cobra.Command {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,4 +87,77 @@ func TestDockerHabits(t *testing.T) {
 func validTime(s string) bool {
 	_, err := time.Parse(time.RFC3339Nano, s)
 	return err == nil
+}
+
+// TestDockerFlags: run and exec read --env-file (comments and blank lines
+// skipped, KEY alone from bothy's environment, -e wins); exec -d starts
+// the command in the background and returns at once; logs --until shows
+// only what came before.
+func TestDockerFlags(t *testing.T) {
+	c := newCLI(t)
+	envFile := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(envFile, []byte("# settings\nA=from-file\n\n  B=two words\nFROM_HOST\nUNSET_HERE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FROM_HOST", "host-value")
+	os.Unsetenv("UNSET_HERE")
+	show := "echo $A/$B/$FROM_HOST/${UNSET_HERE-unset}"
+	if out := c.ok("run", "--rm", "--env-file", envFile, "-e", "B=flag", "--", "sh", "-c", show); out != "from-file/flag/host-value/unset\n" {
+		t.Errorf("run --env-file: %q", out)
+	}
+	c.ok("run", "-d", "--name", "box")
+	if out := c.ok("exec", "--env-file", envFile, "box", "--", "sh", "-c", show); out != "from-file/two words/host-value/unset\n" {
+		t.Errorf("exec --env-file: %q", out)
+	}
+	if _, errOut, code := c.run("", "run", "--rm", "--env-file", "/nonexistent/env", "--", "true"); code == 0 || !strings.Contains(errOut, "--env-file") {
+		t.Errorf("a missing --env-file: exit %d %q", code, errOut)
+	}
+	// exec -d: back at once, the command runs on.
+	start := time.Now()
+	if out := c.ok("exec", "-d", "box", "--", "sh", "-c", "sleep 2; echo late > /late"); out != "" {
+		t.Errorf("exec -d printed %q", out)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("exec -d took %v: it waited for the command", d)
+	}
+	if out := c.ok("exec", "box", "--", "sh", "-c", "test -e /late && echo early || echo not-yet"); out != "not-yet\n" {
+		t.Errorf("right after exec -d: %q", out)
+	}
+	if out := c.ok("exec", "box", "--", "sh", "-c", "for i in $(seq 100); do test -e /late && cat /late && exit; sleep 0.1; done"); out != "late\n" {
+		t.Errorf("the detached command's file: %q", out)
+	}
+	if _, errOut, code := c.run("", "exec", "-d", "-i", "box", "--", "true"); code == 0 || !strings.Contains(errOut, "-d") {
+		t.Errorf("exec -d -i: exit %d %q", code, errOut)
+	}
+	// logs --until: only the lines before.
+	c.ok("run", "-d", "--name", "ticker", "--", "sh", "-c", "echo first; sleep 1.5; echo second; sleep 1000")
+	for i := 0; ; i++ {
+		if out, _, _ := c.run("", "logs", "ticker"); out == "first\nsecond\n" {
+			break
+		} else if i == 100 {
+			t.Fatalf("logs: %q", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := c.ok("logs", "--until", "0s", "ticker"); out != "first\nsecond\n" {
+		t.Errorf("logs --until 0s (now: both lines before): %q", out)
+	}
+	if out := c.ok("logs", "--since", "10m", "--until", strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10), "ticker"); out != "" {
+		t.Errorf("logs --until an hour ago: %q", out)
+	}
+	var ts []string
+	out := c.ok("logs", "--timestamps", "ticker")
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		stamp, _, _ := strings.Cut(l, " ")
+		ts = append(ts, stamp)
+	}
+	if len(ts) != 2 {
+		t.Fatalf("logs --timestamps: %q", out)
+	}
+	if out := c.ok("logs", "--until", ts[1], "ticker"); out != "first\n" {
+		t.Errorf("logs --until the second line's time: %q", out)
+	}
+	if _, errOut, code := c.run("", "logs", "--until", "soon", "ticker"); code == 0 || !strings.Contains(errOut, "--until") {
+		t.Errorf("logs --until soon: exit %d %q", code, errOut)
+	}
 }

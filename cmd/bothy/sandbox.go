@@ -45,6 +45,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		entrypoint string
 		statsPath  string
 		httpProxy  bool
+		envFiles   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -95,6 +96,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			var err error
 			if opts.Labels, err = parseLabels(labels); err != nil {
+				return err
+			}
+			if opts.Env, err = commandEnv(envFiles, opts.Env); err != nil {
 				return err
 			}
 			// The host's trust and proxy settings, from bothy's own
@@ -262,7 +266,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
 	f.StringVar(&opts.CACerts, "ca-certs", "none", "CA certificates the sandbox trusts besides the image's, mounted read-only at "+sandbox.CACertsPath+" and never in a layer, with SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, PIP_CERT, GIT_SSL_CAINFO and CURL_CA_BUNDLE pointing there: host (the host's bundle), none, or a PEM file")
 	f.BoolVar(&httpProxy, "http-proxy", false, "pass the host's proxy variables (http_proxy, https_proxy, ftp_proxy, no_proxy, upper case too) to the sandbox, as podman's --http-proxy does")
-	commandFlags(f, &stdin, &opts.Env, &opts.Workdir, &timeout)
+	commandFlags(f, &stdin, &opts.Env, &envFiles, &opts.Workdir, &timeout)
 	f.StringVarP(&opts.User, "user", "u", "", "run the main process, and what runs through the executor, as NAME|UID[:GROUP|GID] of the image's /etc/passwd and /etc/group (default: the image's User, else root)")
 	f.StringVar(&entrypoint, "entrypoint", "", "replace the image's Entrypoint with this program (and drop the image's Cmd; CMD gives its arguments); \"\" for none")
 	f.StringVar(&statsPath, "stats-file", "", "when the sandbox stops, write what it used to this `FILE` as JSON (exit code, wall time, CPU seconds, peak memory, bytes written to its root filesystem, Slurm job; docs/slurm.md), atomically, never through a symlink; not with -d")
@@ -292,12 +296,14 @@ func warnMissingPlugins(cmd *cobra.Command, sb *sandbox.Sandbox, names []string)
 
 func newExecCmd(g *globals) *cobra.Command {
 	var (
-		stdin   bool
-		tty     bool
-		env     []string
-		workdir string
-		timeout float64
-		user    string
+		stdin    bool
+		tty      bool
+		detach   bool
+		env      []string
+		envFiles []string
+		workdir  string
+		timeout  float64
+		user     string
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] SANDBOX -- CMD...",
@@ -317,6 +323,15 @@ func newExecCmd(g *globals) *cobra.Command {
 			if sb.Status != sandbox.StatusRunning {
 				return fmt.Errorf("sandbox %s is %s: start a new one with bothy run", sb.ShortID(), sb.Status)
 			}
+			if env, err = commandEnv(envFiles, env); err != nil {
+				return err
+			}
+			if detach {
+				if tty || stdin {
+					return errors.New("-d runs the command in the background: not with -i or -t")
+				}
+				return startDetached(cmd, sb, api.RunRequest{Argv: args[1:], Cwd: workdir, User: user, Timeout: timeout, Env: envMap(env)})
+			}
 			var code int
 			if tty {
 				code, err = terminalCommand(cmd, sb, ttyRequest{argv: args[1:], env: env, workdir: workdir, user: user, timeout: timeout, interactive: stdin})
@@ -333,11 +348,21 @@ func newExecCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	commandFlags(f, &stdin, &env, &workdir, &timeout)
+	commandFlags(f, &stdin, &env, &envFiles, &workdir, &timeout)
+	f.BoolVarP(&detach, "detach", "d", false, "run the command in the background and return at once (its output is kept by the executor: GET /v1/processes)")
 	f.StringVarP(&user, "user", "u", "", "run as NAME|UID[:GROUP|GID] of the sandbox's /etc/passwd and /etc/group; root for root (default: the sandbox's user, the image's User or run's --user)")
 	ttyFlag(f, &tty)
 	deprecatedAPIKey(f)
 	return cmd
+}
+
+// startDetached starts req in sb in the background (exec -d), printing
+// nothing, as docker exec -d.
+func startDetached(cmd *cobra.Command, sb *sandbox.Sandbox, req api.RunRequest) error {
+	c := sb.Client()
+	defer c.Close()
+	_, err := c.Start(cmd.Context(), req)
+	return err
 }
 
 // deprecatedAPIKey keeps --api-key on the commands that talk to a sandbox,
@@ -357,17 +382,7 @@ func streamCommand(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, stdin
 func streamCommandEnv(cmd *cobra.Command, sb *sandbox.Sandbox, argv []string, stdin bool, timeout float64, env []string, workdir, user string) (int, error) {
 	c := sb.Client()
 	defer c.Close()
-	req := api.RunRequest{Argv: argv, Cwd: workdir, User: user, Timeout: timeout, Stream: true}
-	if len(env) > 0 {
-		req.Env = map[string]string{}
-		for _, kv := range env {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				v = os.Getenv(k)
-			}
-			req.Env[k] = v
-		}
-	}
+	req := api.RunRequest{Argv: argv, Cwd: workdir, User: user, Timeout: timeout, Stream: true, Env: envMap(env)}
 	var in io.Reader
 	if stdin {
 		in = cmd.InOrStdin()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -63,10 +64,56 @@ func (f *outputFormat) Set(s string) error {
 	return nil
 }
 
-// commandFlags adds the flags of run and exec for the command they run.
-func commandFlags(fs *pflag.FlagSet, stdin *bool, env *[]string, workdir *string, timeout *float64) {
+// commandFlags adds the flags of run and exec for the command they run;
+// commandEnv reads env and envFiles.
+func commandFlags(fs *pflag.FlagSet, stdin *bool, env, envFiles *[]string, workdir *string, timeout *float64) {
 	fs.BoolVarP(stdin, "interactive", "i", false, "forward standard input to the command")
-	fs.StringArrayVarP(env, "env", "e", nil, "set an environment variable (K=V)")
+	fs.StringArrayVarP(env, "env", "e", nil, "set an environment variable: K=V, or K for bothy's own value of K (repeatable)")
+	fs.StringArrayVar(envFiles, "env-file", nil, "read environment variables from a file: K=V or K a line, blank lines and # comments skipped; -e wins (repeatable)")
 	fs.StringVarP(workdir, "workdir", "w", "", "working directory inside the sandbox")
 	fs.Float64Var(timeout, "timeout", 0, "kill the command after this many seconds")
+}
+
+// commandEnv is run's and exec's environment, as docker reads it: the
+// variables of files (each line KEY=VALUE, or KEY alone; blank lines and
+// lines starting with # skipped), then env's, which win. KEY alone takes
+// bothy's own value of KEY, and is left out when bothy has none.
+func commandEnv(files, env []string) ([]string, error) {
+	var out []string
+	add := func(kv string) error {
+		k, _, ok := strings.Cut(kv, "=")
+		if k == "" || strings.ContainsAny(k, " \t\x00") {
+			return fmt.Errorf("invalid variable name %q", k)
+		}
+		if !ok {
+			v, set := os.LookupEnv(k)
+			if !set {
+				return nil
+			}
+			kv = k + "=" + v
+		}
+		out = append(out, kv)
+		return nil
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--env-file: %w", err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimRight(line, "\r")
+			if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") {
+				continue
+			}
+			if err := add(strings.TrimLeft(line, " \t")); err != nil {
+				return nil, fmt.Errorf("--env-file %s, line %d: %w", f, i+1, err)
+			}
+		}
+	}
+	for _, kv := range env {
+		if err := add(kv); err != nil {
+			return nil, fmt.Errorf("-e %q: %w", kv, err)
+		}
+	}
+	return out, nil
 }
