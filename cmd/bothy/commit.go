@@ -14,9 +14,10 @@ import (
 
 func newCommitCmd(g *globals) *cobra.Command {
 	var (
-		opts  sandbox.CommitOptions
-		pause bool
-		quiet bool
+		opts    sandbox.CommitOptions
+		pause   bool
+		quiet   bool
+		iidfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "commit [flags] SANDBOX [IMAGE[:TAG]]",
@@ -49,6 +50,11 @@ with --change. Volumes are not part of the image.`,
 			if err != nil {
 				return err
 			}
+			if iidfile != "" {
+				if err := os.WriteFile(iidfile, []byte(res.Image.ID.String()), 0o644); err != nil {
+					return fmt.Errorf("--iidfile: %w", err)
+				}
+			}
 			if quiet {
 				_, err = fmt.Fprintln(cmd.OutOrStdout(), res.Image.ID.Encoded())
 				return err
@@ -63,6 +69,7 @@ with --change. Volumes are not part of the image.`,
 	f.StringVarP(&opts.Author, "author", "a", "", "author of the image (e.g. \"Jane <jane@example.org>\")")
 	f.BoolVarP(&pause, "pause", "p", true, "freeze the sandbox while its changes are read")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print the image ID's hex digits only")
+	f.StringVar(&iidfile, "iidfile", "", "also write the image ID (sha256:…) to this file")
 	return cmd
 }
 

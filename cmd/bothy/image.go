@@ -52,7 +52,7 @@ func newImportCmd(g *globals) *cobra.Command {
 
 func newImagesCmd(g *globals) *cobra.Command {
 	var format *templateFormat
-	var quiet bool
+	var quiet, noTrunc, noHeading bool
 	cmd := &cobra.Command{
 		Use:   "images",
 		Short: "List images",
@@ -66,9 +66,15 @@ func newImagesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			id := func(img *oci.Image) string {
+				if noTrunc {
+					return img.Digest.String()
+				}
+				return img.ShortID()
+			}
 			if quiet {
 				for _, img := range list {
-					fmt.Fprintln(cmd.OutOrStdout(), img.ShortID())
+					fmt.Fprintln(cmd.OutOrStdout(), id(img))
 				}
 				return nil
 			}
@@ -87,7 +93,9 @@ func newImagesCmd(g *globals) *cobra.Command {
 				return format.render(cmd.OutOrStdout(), imageHeaders, rowsOf(rows))
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTAG\tIMAGE ID\tCREATED\tSIZE")
+			if !noHeading {
+				fmt.Fprintln(tw, "NAME\tTAG\tIMAGE ID\tCREATED\tSIZE")
+			}
 			for _, img := range list {
 				names := img.Names
 				if len(names) == 0 {
@@ -95,7 +103,7 @@ func newImagesCmd(g *globals) *cobra.Command {
 				}
 				for _, n := range names {
 					repo, tag := splitTag(n)
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", repo, tag, img.ShortID(), created(img.Created), humanSize(img.Size))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", repo, tag, id(img), created(img.Created), humanSize(img.Size))
 				}
 			}
 			return tw.Flush()
@@ -103,25 +111,41 @@ func newImagesCmd(g *globals) *cobra.Command {
 	}
 	format = templateFormatFlag(cmd.Flags(), "table", "json")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print image IDs only, one a line")
+	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print whole image IDs (sha256:…)")
+	cmd.Flags().BoolVarP(&noHeading, "noheading", "n", false, "print the table without its heading")
 	return cmd
 }
 
 func newRmiCmd(g *globals) *cobra.Command {
-	var force, ignore bool
+	var force, ignore, all bool
 	cmd := &cobra.Command{
 		Use:   "rmi IMAGE...",
 		Short: "Remove image names (blobs go with bothy image prune)",
-		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.store()
 			if err != nil {
 				return err
+			}
+			switch {
+			case all && len(args) > 0:
+				return errors.New("IMAGE with --all: give one or the other")
+			case all:
+				list, err := s.List(cmd.Context())
+				if err != nil {
+					return err
+				}
+				for _, img := range list {
+					args = append(args, img.ShortID())
+				}
+			case len(args) == 0:
+				return errors.New("give IMAGE... or --all")
 			}
 			return eachRef(cmd, args, ignoreMissing(ignore, oci.ErrNotFound, func(ref string) error { return s.Remove(cmd.Context(), ref) }))
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "accepted for podman's and docker's habit; rmi never refuses: sandboxes keep the layers they run on")
 	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore images that do not exist")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "every image (with all its names)")
 	return cmd
 }
 

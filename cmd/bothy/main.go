@@ -106,11 +106,11 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.root, "root", os.Getenv(rootEnv), "keep all state under this directory (default: per-user XDG directories, or /var/lib/bothy and /run/bothy for root)")
 	root.PersistentFlags().StringArrayVar(&g.imageStores, "image-store", nil, "a shared, read-only image store (made by bothy image export) searched after your own, in order; repeatable (the operator's are in "+defaultImageStoresFile+")")
 	root.AddCommand(
-		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), newInspectCmd(g), newPortCmd(g), newStatsCmd(g), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
-		newLogsCmd(g), newWaitCmd(g), newRenameCmd(g), newTopCmd(g), newCommitCmd(g), newKillCmd(g), newPauseCmd(g, true), newPauseCmd(g, false),
+		newRunCmd(g), newExecCmd(g), newCpCmd(g), newPsCmd(g), latestFlag(newInspectCmd(g), g, true), latestFlag(newPortCmd(g), g, false), latestFlag(newStatsCmd(g), g, true), newStopCmd(g), newRmCmd(g), newPruneCmd(g),
+		latestFlag(newLogsCmd(g), g, false), latestFlag(newWaitCmd(g), g, true), newRenameCmd(g), latestFlag(newTopCmd(g), g, false), newCommitCmd(g), newKillCmd(g), newPauseCmd(g, true), newPauseCmd(g, false),
 		newStartCmd(g), newRestartCmd(g), newSnapshotCmd(g), newForkCmd(g),
 		newPullCmd(g), newImportCmd(g), newImagesCmd(g), newRmiCmd(g), newTagCmd(g), newImageCmd(g),
-		newVolumeCmd(g), newDiffCmd(g), newServeCmd(g), newPortForwardCmd(g), newPoolCmd(g),
+		newVolumeCmd(g), latestFlag(newDiffCmd(g), g, false), newServeCmd(g), newPortForwardCmd(g), newPoolCmd(g),
 	)
 	root.AddCommand(newBuildCmd(g), newPushCmd(g), newSaveCmd(g), newLoadCmd(g), newSystemCmd(g))
 	return root

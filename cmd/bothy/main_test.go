@@ -513,3 +513,61 @@ func sameLines(a, b string) bool {
 	slices.Sort(y)
 	return slices.Equal(x, y)
 }
+
+// TestLatestAndMoreFlags: --latest on the commands that take one sandbox
+// (inspect, top, diff, port, stats; logs and wait too); start --all and
+// --latest; ps and images --noheading, images --no-trunc; commit
+// --iidfile; rm -f -t; rmi --all.
+func TestLatestAndMoreFlags(t *testing.T) {
+	c := newCLI(t)
+	c.ok("run", "-d", "--name", "older")
+	time.Sleep(10 * time.Millisecond)
+	c.ok("run", "-d", "--name", "newer")
+	if out := c.ok("inspect", "-l", "--format", "{{.Name}}"); out != "newer\n" {
+		t.Errorf("inspect -l: %q", out)
+	}
+	if out := c.ok("top", "--latest"); !strings.Contains(out, "bothy-executor") && !strings.Contains(out, "PID") {
+		t.Errorf("top --latest: %q", out)
+	}
+	c.ok("exec", "newer", "--", "touch", "/marked")
+	if out := c.ok("diff", "-l"); !strings.Contains(out, "/marked") {
+		t.Errorf("diff -l: %q", out)
+	}
+	if _, errOut, code := c.run("", "inspect", "-l", "older"); code == 0 || !strings.Contains(errOut, "--latest") {
+		t.Errorf("inspect -l older: exit %d %q", code, errOut)
+	}
+	if out := c.ok("stats", "-l", "--interval", "0", "--format", "json"); !strings.Contains(out, c.inspectView("newer").Id[:12]) {
+		t.Errorf("stats -l: %q", out)
+	}
+	c.ok("stop", "-a", "-t", "1")
+	if out := c.ok("start", "--latest"); out != c.inspectView("newer").Id[:12]+"\n" {
+		t.Errorf("start --latest: %q", out)
+	}
+	if out := c.ok("start", "--all"); out != c.inspectView("older").Id[:12]+"\n" {
+		t.Errorf("start --all (older only: newer runs): %q", out)
+	}
+	if out := c.ok("ps", "--noheading", "--format", "table"); strings.Contains(out, "SANDBOX ID") || strings.Count(out, "\n") != 2 {
+		t.Errorf("ps --noheading:\n%s", out)
+	}
+	iid := filepath.Join(t.TempDir(), "iid")
+	c.ok("commit", "-q", "--iidfile", iid, "newer", "marked:v1")
+	if b, err := os.ReadFile(iid); err != nil || !strings.HasPrefix(string(b), "sha256:") || len(b) != 71 {
+		t.Errorf("commit --iidfile: %q %v", b, err)
+	}
+	if out := c.ok("images", "--noheading", "--no-trunc"); strings.Contains(out, "IMAGE ID") || !strings.Contains(out, "sha256:") {
+		t.Errorf("images --noheading --no-trunc:\n%s", out)
+	}
+	start := time.Now()
+	c.ok("rm", "-f", "-t", "1", "older")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("rm -f -t 1 took %v", d)
+	}
+	c.ok("rm", "-f", "newer")
+	c.ok("rmi", "--all")
+	if out := c.ok("images", "-q"); out != "" {
+		t.Errorf("images after rmi --all: %q", out)
+	}
+	if _, errOut, code := c.run("", "rmi"); code == 0 || !strings.Contains(errOut, "--all") {
+		t.Errorf("rmi without IMAGE: exit %d %q", code, errOut)
+	}
+}

@@ -464,7 +464,7 @@ job control) are not reached: they run until they exit or the sandbox
 stops.`
 
 func newPsCmd(g *globals) *cobra.Command {
-	var all, quiet, noTrunc, latest bool
+	var all, quiet, noTrunc, latest, noHeading bool
 	var job string
 	var last int
 	var filters []string
@@ -526,7 +526,9 @@ func newPsCmd(g *globals) *cobra.Command {
 			}
 			if !format.isJSON() && !format.isTemplate() {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-				fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
+				if !noHeading {
+					fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
+				}
 				for _, sb := range shown {
 					v := psRow{vw.ps(sb)}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id(sb), sb.Name, sb.Image, v.Status, v.RunningFor(), sb.Network, v.Ports())
@@ -552,6 +554,7 @@ func newPsCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print sandbox IDs only, one a line (bothy ps -aq | xargs bothy rm -f)")
 	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "only the sandboxes that match KEY=VALUE, repeatable (one key: any; several keys: all): "+psFilterHelp())
 	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print whole IDs")
+	cmd.Flags().BoolVar(&noHeading, "noheading", false, "print the table without its heading")
 	cmd.Flags().IntVarP(&last, "last", "n", 0, "the N sandboxes created last, in any state")
 	cmd.Flags().BoolVarP(&latest, "latest", "l", false, "the sandbox created last (--last 1)")
 	format = templateFormatFlag(cmd.Flags(), "table", "json")
@@ -737,6 +740,7 @@ func ignoreMissing(ignore bool, notFound error, fn func(string) error) func(stri
 
 func newRmCmd(g *globals) *cobra.Command {
 	var force, ignore bool
+	grace := seconds(10 * time.Second)
 	var sel *selection
 	cmd := &cobra.Command{
 		Use:   "rm [-f] SANDBOX...",
@@ -750,10 +754,18 @@ func newRmCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, refs, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error { return m.Remove(cmd.Context(), ref, force) }))
+			return eachRef(cmd, refs, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error {
+				// -f -t N: stopped first, SIGKILL after N seconds, as
+				// podman's (what stop cannot do, Remove reports).
+				if force && cmd.Flags().Changed("time") {
+					_ = m.Stop(cmd.Context(), ref, time.Duration(grace))
+				}
+				return m.Remove(cmd.Context(), ref, force)
+			}))
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "kill a running or half-created sandbox first")
+	cmd.Flags().VarP(&grace, "time", "t", "with -f, stop a running sandbox first, SIGKILL after this many seconds (or a duration: 500ms); default: at once")
 	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore sandboxes that do not exist")
 	sel = selectFlags(cmd, "every sandbox (running ones only with -f)")
 	return cmd

@@ -47,11 +47,11 @@ func (s *selection) refs(cmd *cobra.Command, m *sandbox.Manager, args []string, 
 	}
 	list = slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Pool != "" })
 	if s.latest {
-		if len(list) == 0 {
-			return nil, errors.New("--latest: there is no sandbox")
+		newest, err := newestOf(list)
+		if err != nil {
+			return nil, err
 		}
-		newest := slices.MaxFunc(list, func(a, b *sandbox.Sandbox) int { return a.Created.Compare(b.Created) })
-		return []string{newest.ShortID()}, nil
+		return []string{newest}, nil
 	}
 	var out []string
 	for _, sb := range list {
@@ -60,4 +60,53 @@ func (s *selection) refs(cmd *cobra.Command, m *sandbox.Manager, args []string, 
 		}
 	}
 	return out, nil
+}
+
+// newestOf is the short ID of the sandbox of list created last.
+func newestOf(list []*sandbox.Sandbox) (string, error) {
+	if len(list) == 0 {
+		return "", errors.New("--latest: there is no sandbox")
+	}
+	return slices.MaxFunc(list, func(a, b *sandbox.Sandbox) int { return a.Created.Compare(b.Created) }).ShortID(), nil
+}
+
+// latestFlag adds podman's -l/--latest to a command whose first argument
+// is a SANDBOX: with it, the sandbox created last (a pool's unclaimed ones
+// left out) takes that argument's place, and is not given. A command that
+// takes SANDBOX... (multi) takes no argument with it.
+func latestFlag(cmd *cobra.Command, g *globals, multi bool) *cobra.Command {
+	var latest bool
+	cmd.Flags().BoolVarP(&latest, "latest", "l", false, "the sandbox created last, in place of SANDBOX")
+	validate, run := cmd.Args, cmd.RunE
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if latest && multi && len(args) > 0 {
+			return errors.New("SANDBOX with --latest: give one or the other")
+		}
+		if latest {
+			args = append([]string{"latest"}, args...) // SANDBOX's place, for the count
+		}
+		if validate == nil {
+			return nil
+		}
+		return validate(c, args)
+	}
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if latest {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			list, err := m.List(c.Context())
+			if err != nil {
+				return err
+			}
+			ref, err := newestOf(slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Pool != "" }))
+			if err != nil {
+				return err
+			}
+			args = append([]string{ref}, args...)
+		}
+		return run(c, args)
+	}
+	return cmd
 }

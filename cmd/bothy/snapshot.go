@@ -13,7 +13,8 @@ import (
 )
 
 func newStartCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var sel *selection
+	cmd := &cobra.Command{
 		Use:   "start SANDBOX...",
 		Short: "Start stopped sandboxes again, on their files (a running one is left as it is)",
 		Long: "Start stopped or exited sandboxes again: same ID, name, API key, limits, network,\n" +
@@ -21,19 +22,24 @@ func newStartCmd(g *globals) *cobra.Command {
 			"processes start afresh). Published ports keep their host ports when free; one taken\n" +
 			"meanwhile gets another, said on stderr. A running sandbox is left as it is and its\n" +
 			"name printed, as podman start does.",
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
 			}
-			return eachRef(cmd, args, func(ref string) error {
+			refs, err := sel.refs(cmd, m, args, func(sb *sandbox.Sandbox) bool { return !running(sb) })
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, refs, func(ref string) error {
 				_, rep, err := m.Start(cmd.Context(), ref)
 				reportStart(cmd, ref, rep)
 				return err
 			})
 		},
 	}
+	sel = selectFlags(cmd, "every sandbox that is not running")
+	return cmd
 }
 
 func newRestartCmd(g *globals) *cobra.Command {
