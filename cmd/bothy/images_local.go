@@ -3,15 +3,19 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/oci/transfer"
 	"github.com/bothy-sandbox/bothy/plugins"
 	_ "github.com/bothy-sandbox/bothy/plugins/builtin" // every plugin registers itself
@@ -25,6 +29,7 @@ import (
 
 func newPullCmd(g *globals) *cobra.Command {
 	var tf transferFlags
+	var platform, osName, arch, variant string
 	cmd := &cobra.Command{
 		Use:   pullUsage.use,
 		Short: pullUsage.short,
@@ -38,6 +43,9 @@ func newPullCmd(g *globals) *cobra.Command {
 				return err
 			}
 			opts := transfer.PullOptions{AuthFile: tf.authFile, TLSVerify: tf.verify(cmd), Progress: tf.progress(cmd)}
+			if opts.Platform, err = pullPlatform(platform, osName, arch, variant); err != nil {
+				return err
+			}
 			img, err := transfer.Pull(cmd.Context(), s, args[0], opts)
 			if err != nil {
 				return err
@@ -47,7 +55,36 @@ func newPullCmd(g *globals) *cobra.Command {
 		},
 	}
 	tf.add(cmd.Flags(), &tf.authFile, "")
+	cmd.Flags().StringVar(&platform, "platform", "", "pick this OS/ARCH[/VARIANT] from a multi-platform image (default: the host's)")
+	cmd.Flags().StringVar(&osName, "os", "", "with or instead of --platform: the OS to pick")
+	cmd.Flags().StringVar(&arch, "arch", "", "with or instead of --platform: the architecture to pick")
+	cmd.Flags().StringVar(&variant, "variant", "", "with or instead of --platform: the architecture's variant (v7, v8)")
 	return cmd
+}
+
+// pullPlatform is the platform pull picks: --platform, its parts replaced
+// by --os, --arch and --variant (the host's OS and architecture for those
+// not given), as podman's; "" when none is given (the host's).
+func pullPlatform(platform, osName, arch, variant string) (string, error) {
+	if platform == "" && osName == "" && arch == "" && variant == "" {
+		return "", nil
+	}
+	p := v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
+	if platform != "" {
+		var err error
+		if p, err = oci.ParsePlatform(platform); err != nil {
+			return "", fmt.Errorf("--platform: %w", err)
+		}
+	}
+	p.OS, p.Architecture, p.Variant = cmp.Or(osName, p.OS), cmp.Or(arch, p.Architecture), cmp.Or(variant, p.Variant)
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	if strings.ContainsAny(s, " \t\n") || strings.Count(s, "/") > 2 {
+		return "", fmt.Errorf("platform %q: want OS/ARCH[/VARIANT]", s)
+	}
+	return s, nil
 }
 
 // transferFlags are the flags of the commands that move images: --quiet,
