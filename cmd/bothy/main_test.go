@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -569,5 +570,44 @@ func TestLatestAndMoreFlags(t *testing.T) {
 	}
 	if _, errOut, code := c.run("", "rmi"); code == 0 || !strings.Contains(errOut, "--all") {
 		t.Errorf("rmi without IMAGE: exit %d %q", code, errOut)
+	}
+}
+
+// TestFilterCidfile: run --cidfile writes the new sandbox's ID (a file
+// that exists is refused before anything starts); stop, kill, rm... take
+// --cidfile and --filter (ps's keys); port --all lists every running
+// sandbox's ports after its ID.
+func TestFilterCidfile(t *testing.T) {
+	c := newCLI(t)
+	cid := filepath.Join(t.TempDir(), "cid")
+	c.ok("run", "-d", "--cidfile", cid, "--name", "a", "--label", "team=x", "-p", "8000")
+	b, err := os.ReadFile(cid)
+	if err != nil || string(b) != c.inspectView("a").Id {
+		t.Fatalf("--cidfile holds %q (%v), want a's ID", b, err)
+	}
+	if _, errOut, code := c.run("", "run", "-d", "--cidfile", cid, "--name", "again"); code == 0 || !strings.Contains(errOut, "--cidfile") || !strings.Contains(errOut, "exists") {
+		t.Errorf("run --cidfile of an existing file: exit %d %q", code, errOut)
+	}
+	c.ok("run", "-d", "--name", "b")
+	if out := c.ok("ps", "-a", "--format", "{{.Names}}"); !sameLines(strings.TrimSpace(out), "a\nb") {
+		t.Errorf("the refused run left a sandbox: %q", out)
+	}
+	if out := c.ok("port", "--all"); !regexp.MustCompile(`^` + c.inspectView("a").Id[:12] + `\t8000/tcp -> 127\.0\.0\.1:\d+\n$`).MatchString(out) {
+		t.Errorf("port --all: %q", out)
+	}
+	if out := c.ok("stop", "-t", "1", "--cidfile", cid); out != string(b)+"\n" {
+		t.Errorf("stop --cidfile: %q", out)
+	}
+	if out := c.ok("kill", "--filter", "name=b"); out != c.inspectView("b").Id[:12]+"\n" {
+		t.Errorf("kill --filter name=b: %q", out)
+	}
+	if out := c.ok("rm", "--filter", "label=team=x"); out != string(b)[:12]+"\n" {
+		t.Errorf("rm --filter label=team=x: %q", out)
+	}
+	if out := strings.TrimSpace(c.ok("ps", "-a", "--format", "{{.Names}}")); out != "b" {
+		t.Errorf("after rm --filter: %q", out)
+	}
+	if _, errOut, code := c.run("", "rm", "--filter", "colour=red"); code == 0 || !strings.Contains(errOut, "unknown key") {
+		t.Errorf("rm --filter colour=red: exit %d %q", code, errOut)
 	}
 }

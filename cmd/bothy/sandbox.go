@@ -46,6 +46,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		statsPath  string
 		httpProxy  bool
 		envFiles   []string
+		cidfile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -115,14 +116,35 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			create := func() (*sandbox.Sandbox, error) {
-				if pool == "" {
-					return m.Create(cmd.Context(), opts)
+			create := func() (sb *sandbox.Sandbox, err error) {
+				// --cidfile is made first, as podman's: one that exists is
+				// refused before anything starts; it goes if none does.
+				var cid *os.File
+				if cidfile != "" {
+					if cid, err = os.OpenFile(cidfile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+						return nil, fmt.Errorf("--cidfile: %w", err)
+					}
+					defer cid.Close()
+					defer func() {
+						if err != nil {
+							os.Remove(cidfile)
+						}
+					}()
 				}
-				return claimFromPool(cmd, g, m, sandbox.ClaimOptions{
-					Pool: pool, Name: opts.Name, Env: opts.Env, Workdir: opts.Workdir, Labels: opts.Labels,
-					APIKey: opts.APIKey, AutoRemove: opts.AutoRemove,
-				}, opts.Image)
+				if pool == "" {
+					sb, err = m.Create(cmd.Context(), opts)
+				} else {
+					sb, err = claimFromPool(cmd, g, m, sandbox.ClaimOptions{
+						Pool: pool, Name: opts.Name, Env: opts.Env, Workdir: opts.Workdir, Labels: opts.Labels,
+						APIKey: opts.APIKey, AutoRemove: opts.AutoRemove,
+					}, opts.Image)
+				}
+				if err == nil && cid != nil {
+					if _, werr := cid.WriteString(sb.ID); werr != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: --cidfile: %v\n", werr)
+					}
+				}
+				return sb, err
 			}
 			if pool != "" && len(opts.AddLayers) > 0 {
 				return errors.New("--pool takes no --layer: a pool's sandboxes are started before the claim")
@@ -265,6 +287,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
 	f.StringVar(&opts.CACerts, "ca-certs", "none", "CA certificates the sandbox trusts besides the image's, mounted read-only at "+sandbox.CACertsPath+" and never in a layer, with SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, PIP_CERT, GIT_SSL_CAINFO and CURL_CA_BUNDLE pointing there: host (the host's bundle), none, or a PEM file")
+	f.StringVar(&cidfile, "cidfile", "", "write the sandbox's ID to this new file (stop, kill, rm... --cidfile read it)")
 	f.BoolVar(&httpProxy, "http-proxy", false, "pass the host's proxy variables (http_proxy, https_proxy, ftp_proxy, no_proxy, upper case too) to the sandbox, as podman's --http-proxy does")
 	commandFlags(f, &stdin, &opts.Env, &envFiles, &opts.Workdir, &timeout)
 	f.StringVarP(&opts.User, "user", "u", "", "run the main process, and what runs through the executor, as NAME|UID[:GROUP|GID] of the image's /etc/passwd and /etc/group (default: the image's User, else root)")
@@ -630,17 +653,27 @@ func portsColumn(ports []network.Port) string {
 
 func newPortCmd(g *globals) *cobra.Command {
 	var format *outputFormat
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "port SANDBOX [PORT[/PROTO]]",
 		Short: "List a sandbox's published ports, or the host address of one",
 		Long: `List a sandbox's published ports as PORT/PROTO -> HOSTIP:HOSTPORT, or, with
 PORT (tcp unless /udp is given), the host addresses PORT is published on,
 one a line (what a client on the host connects to).`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
 			if err != nil {
 				return err
+			}
+			if all {
+				if len(args) > 0 {
+					return errors.New("SANDBOX with --all: give one or the other")
+				}
+				return allPorts(cmd, m)
+			}
+			if len(args) == 0 {
+				return errors.New("give SANDBOX, or --all")
 			}
 			sb, err := m.Get(cmd.Context(), args[0])
 			if err != nil {
@@ -674,7 +707,26 @@ one a line (what a client on the host connects to).`,
 		},
 	}
 	format = formatFlag(cmd.Flags(), "table", "json")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "every running sandbox's published ports, each line after its ID")
 	return cmd
+}
+
+// allPorts prints the published ports of every running sandbox, as podman
+// port --all: ID, then PORT/PROTO -> HOSTIP:HOSTPORT.
+func allPorts(cmd *cobra.Command, m *sandbox.Manager) error {
+	list, err := m.List(cmd.Context())
+	if err != nil {
+		return err
+	}
+	for _, sb := range list {
+		if !running(sb) {
+			continue
+		}
+		for _, p := range sb.Ports() {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d/%s -> %s\n", sb.ShortID(), p.ContainerPort, p.Proto, netip.AddrPortFrom(p.HostIP, p.HostPort))
+		}
+	}
+	return nil
 }
 
 func newStopCmd(g *globals) *cobra.Command {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,32 +17,58 @@ import (
 // the one created last.
 type selection struct {
 	all, latest bool
+	filters     []string // ps's --filter KEY=VALUE
+	cidfiles    []string // files run --cidfile wrote
 }
 
-// selectFlags adds -a/--all (allHelp says which sandboxes) and
-// -l/--latest to cmd.
+// selectFlags adds -a/--all (allHelp says which sandboxes), -l/--latest,
+// --filter and --cidfile to cmd.
 func selectFlags(cmd *cobra.Command, allHelp string) *selection {
 	s := &selection{}
 	cmd.Flags().BoolVarP(&s.all, "all", "a", false, allHelp+" (a pool's unclaimed sandboxes are bothy pool's)")
 	cmd.Flags().BoolVarP(&s.latest, "latest", "l", false, "the sandbox created last")
+	cmd.Flags().StringArrayVar(&s.filters, "filter", nil, "those of --all that match KEY=VALUE, as bothy ps --filter (repeatable)")
+	cmd.Flags().StringArrayVar(&s.cidfiles, "cidfile", nil, "the sandbox whose ID this file holds (bothy run --cidfile; repeatable)")
 	return s
 }
 
-// refs are the sandboxes to act on: args, or with --all every sandbox for
-// which keep is true, or with --latest the one created last; a pool's
-// unclaimed sandboxes are never among the last two (bothy pool rm removes
-// them).
+// refs are the sandboxes to act on: args; or with --all every sandbox for
+// which keep is true, and of those with --filter the ones that match; or
+// with --latest the one created last; or the IDs in the --cidfile files.
+// A pool's unclaimed sandboxes are never taken by --all, --filter or
+// --latest (bothy pool rm removes them).
 func (s *selection) refs(cmd *cobra.Command, m *sandbox.Manager, args []string, keep func(*sandbox.Sandbox) bool) ([]string, error) {
-	switch {
-	case s.all && s.latest:
-		return nil, errors.New("--all and --latest: give one of them")
-	case (s.all || s.latest) && len(args) > 0:
-		return nil, errors.New("SANDBOX with --all or --latest: give one or the other")
-	case !s.all && !s.latest:
-		if len(args) == 0 {
-			return nil, errors.New("give SANDBOX..., --all or --latest")
+	n := 0
+	for _, given := range []bool{s.all || len(s.filters) > 0, s.latest, len(s.cidfiles) > 0, len(args) > 0} {
+		if given {
+			n++
 		}
+	}
+	switch {
+	case n == 0:
+		return nil, errors.New("give SANDBOX..., --all, --filter, --latest or --cidfile")
+	case n > 1:
+		return nil, errors.New("SANDBOX, --all (or --filter), --latest and --cidfile: give one of them")
+	case len(args) > 0:
 		return args, nil
+	case len(s.cidfiles) > 0:
+		var out []string
+		for _, f := range s.cidfiles {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("--cidfile: %w", err)
+			}
+			id := strings.TrimSpace(string(b))
+			if id == "" {
+				return nil, fmt.Errorf("--cidfile %s: empty", f)
+			}
+			out = append(out, id)
+		}
+		return out, nil
+	}
+	filter, err := parsePsFilters(s.filters)
+	if err != nil {
+		return nil, err
 	}
 	list, err := m.List(cmd.Context())
 	if err != nil {
@@ -53,9 +82,10 @@ func (s *selection) refs(cmd *cobra.Command, m *sandbox.Manager, args []string, 
 		}
 		return []string{newest}, nil
 	}
+	vw := newViewer(cmd.Context(), m)
 	var out []string
 	for _, sb := range list {
-		if keep == nil || keep(sb) {
+		if (keep == nil || keep(sb)) && (len(filter) == 0 || filter.match(vw.ps(sb))) {
 			out = append(out, sb.ShortID())
 		}
 	}
