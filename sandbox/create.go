@@ -198,6 +198,12 @@ func (c *creation) checkOptions(context.Context) error {
 	if c.hostname == "" || len(c.hostname) > 63 {
 		c.hostname = c.id[:12]
 	}
+	if o.Hostname != "" {
+		if !validHostname(o.Hostname) {
+			return fmt.Errorf("invalid hostname %q: give letters, digits and '-', in labels of 1-63 separated by '.', 253 at most", o.Hostname)
+		}
+		c.hostname = o.Hostname
+	}
 	c.rootless = c.m.mapping.Mode != userns.MapHost
 	return nil
 }
@@ -669,4 +675,23 @@ func networkInfo(mode network.Mode, a *network.Attachment) *api.NetworkInfo {
 		n.Ports = append(n.Ports, api.PublishedPort{HostIP: p.HostIP.String(), HostPort: int(p.HostPort), ContainerPort: int(p.ContainerPort), Protocol: p.Proto})
 	}
 	return n
+}
+
+// validHostname: a host name of RFC 1123's labels (letters, digits, '-'
+// inside), 253 characters at most.
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -163,6 +163,9 @@ func (m *Manager) LayerDir() string {
 type CreateOptions struct {
 	Name  string
 	Image string // empty: the embedded default image
+	// Hostname is the sandbox's host name (its UTS namespace's, and
+	// $HOSTNAME); empty: its name, else its short ID.
+	Hostname string `json:",omitempty"`
 	// AddLayers are layer tars (uncompressed, gzip or zstd: bothy diff
 	// --export, bothy commit's layer) stacked read-only on top of the
 	// image's layers, the last on top (bothy run --layer).

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -609,5 +610,37 @@ func TestFilterCidfile(t *testing.T) {
 	}
 	if _, errOut, code := c.run("", "rm", "--filter", "colour=red"); code == 0 || !strings.Contains(errOut, "unknown key") {
 		t.Errorf("rm --filter colour=red: exit %d %q", code, errOut)
+	}
+}
+
+// TestRunPodmanFlags: run's --hostname (the UTS name and $HOSTNAME, kept
+// by start), --label-file (--label wins), --pidfile (PID 1's host pid) and
+// --init (always so) as podman's; a bad host name is refused.
+func TestRunPodmanFlags(t *testing.T) {
+	c := newCLI(t)
+	labels := filepath.Join(t.TempDir(), "labels")
+	if err := os.WriteFile(labels, []byte("# team\nteam=ml\nowner=ana\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	c.ok("run", "-d", "--init", "--name", "h", "--hostname", "worker-1.lab", "--label-file", labels, "--label", "owner=bo", "--pidfile", pidfile)
+	if out := c.ok("exec", "h", "--", "sh", "-c", "hostname; echo $HOSTNAME"); out != "worker-1.lab\nworker-1.lab\n" {
+		t.Errorf("--hostname: %q", out)
+	}
+	v := c.inspectView("h")
+	if v.Config.Labels["team"] != "ml" || v.Config.Labels["owner"] != "bo" {
+		t.Errorf("--label-file and --label: %v", v.Config.Labels)
+	}
+	if b, err := os.ReadFile(pidfile); err != nil || string(b) != strconv.Itoa(v.State.Pid) {
+		t.Errorf("--pidfile: %q %v, want %d", b, err, v.State.Pid)
+	}
+	c.ok("restart", "-t", "1", "h")
+	if out := c.ok("exec", "h", "--", "hostname"); out != "worker-1.lab\n" {
+		t.Errorf("--hostname after restart: %q", out)
+	}
+	for _, bad := range []string{"-lead", "a..b", strings.Repeat("x", 64)} {
+		if _, errOut, code := c.run("", "run", "--rm", "--hostname", bad, "--", "true"); code == 0 || !strings.Contains(errOut, "hostname") {
+			t.Errorf("--hostname %q: exit %d %q", bad, code, errOut)
+		}
 	}
 }

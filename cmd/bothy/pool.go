@@ -249,6 +249,24 @@ func claimFromPool(cmd *cobra.Command, g *globals, m *sandbox.Manager, co sandbo
 }
 
 // parseLabels turns --label K=V flags into a map.
+// withLabelFiles puts the labels of files (KEY=VALUE a line, blank lines
+// and lines starting with # skipped) before list's, which win.
+func withLabelFiles(files, list []string) ([]string, error) {
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--label-file: %w", err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+				out = append(out, t)
+			}
+		}
+	}
+	return append(out, list...), nil
+}
+
 func parseLabels(list []string) (map[string]string, error) {
 	if len(list) == 0 {
 		return nil, nil

@@ -47,6 +47,8 @@ func newRunCmd(g *globals) *cobra.Command {
 		httpProxy  bool
 		envFiles   []string
 		cidfile    string
+		labelFiles []string
+		pidfile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [IMAGE] [-- CMD...]",
@@ -96,6 +98,9 @@ func newRunCmd(g *globals) *cobra.Command {
 				opts.Env = append(opts.Env, api.NoChangeTimeoutEnv+"="+strconv.Itoa(noChange))
 			}
 			var err error
+			if labels, err = withLabelFiles(labelFiles, labels); err != nil {
+				return err
+			}
 			if opts.Labels, err = parseLabels(labels); err != nil {
 				return err
 			}
@@ -142,6 +147,11 @@ func newRunCmd(g *globals) *cobra.Command {
 				if err == nil && cid != nil {
 					if _, werr := cid.WriteString(sb.ID); werr != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: --cidfile: %v\n", werr)
+					}
+				}
+				if err == nil && pidfile != "" {
+					if werr := os.WriteFile(pidfile, []byte(strconv.Itoa(sb.Pid)), 0o644); werr != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: --pidfile: %v\n", werr)
 					}
 				}
 				return sb, err
@@ -287,6 +297,10 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringArrayVarP(&labels, "label", "l", nil, "set a label KEY=VALUE on the sandbox (repeatable; shown by inspect)")
 	f.StringArrayVar(&opts.Plugins, "plugin", nil, "enable a plugin (jupyter; browser, vscode) on the image, which must hold its dependencies (see bothy build --plugins): NAME starts it on first use, NAME:eager with the sandbox (repeatable)")
 	f.StringVar(&opts.CACerts, "ca-certs", "none", "CA certificates the sandbox trusts besides the image's, mounted read-only at "+sandbox.CACertsPath+" and never in a layer, with SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, PIP_CERT, GIT_SSL_CAINFO and CURL_CA_BUNDLE pointing there: host (the host's bundle), none, or a PEM file")
+	f.StringVar(&opts.Hostname, "hostname", "", "the sandbox's host name (default: its name, else its short ID)")
+	f.StringArrayVar(&labelFiles, "label-file", nil, "read labels from a file: KEY=VALUE a line, blank lines and # comments skipped; --label wins (repeatable)")
+	f.StringVar(&pidfile, "pidfile", "", "write the host pid of the sandbox's PID 1 (the executor) to this file")
+	f.Bool("init", true, "accepted as podman's: the executor is always the sandbox's init (PID 1: it reaps and forwards signals)")
 	f.StringVar(&cidfile, "cidfile", "", "write the sandbox's ID to this new file (stop, kill, rm... --cidfile read it)")
 	f.BoolVar(&httpProxy, "http-proxy", false, "pass the host's proxy variables (http_proxy, https_proxy, ftp_proxy, no_proxy, upper case too) to the sandbox, as podman's --http-proxy does")
 	commandFlags(f, &stdin, &opts.Env, &envFiles, &opts.Workdir, &timeout)
