@@ -129,7 +129,7 @@ var podmanFlagsNot = map[string]string{
 	"commit --format":                     "bothy stores OCI images; bothy save --format docker-archive writes Docker's",
 	"commit --include-volumes":            "volumes are never part of an image",
 	"commit --squash":                     "not done: commit adds one layer on the image's",
-	"cp --archive":                        "not done as a flag: bothy cp keeps modes; owners are the sandbox user's (docs/api.md, files)",
+	"cp --archive":                        "not done",
 	"cp --overwrite":                      "not done: a directory replacing a file (or the reverse) is refused",
 	"images --all":                        "no meaning: bothy keeps no intermediate images",
 	"images --digests":                    "not done: --no-trunc prints the whole ID (the manifest's digest)",
