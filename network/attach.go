@@ -156,6 +156,11 @@ type Attachment struct {
 	Instance string `json:"instance,omitempty"`
 	Bridge   string `json:"bridge,omitempty"`
 	HostVeth string `json:"host_veth,omitempty"`
+	// BridgeMade: this attachment made its bridge (written to the lease
+	// before the bridge is created), so that a bridge of that name left
+	// without bothy's alias (its creator killed between the two netlink
+	// calls) is known to be bothy's and removed with the lease.
+	BridgeMade bool `json:"bridge_made,omitempty"`
 	// Helper: pasta's or slirp4netns'.
 	Helper *Helper `json:"helper,omitempty"`
 	// Forwarder: the builtin port driver's process, when it forwards a

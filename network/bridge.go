@@ -121,7 +121,12 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		return fmt.Errorf("netlink: %w", err)
 	}
 	defer h.Close()
-	br, err := ensureBridge(h, o.Network, a.Bridge, a.Gateway, subnet, leases)
+	// Before the bridge is made, the lease says this attachment makes it.
+	made := func() error {
+		a.BridgeMade = true
+		return s.writeLease(a)
+	}
+	br, err := ensureBridge(h, o.Network, a.Bridge, a.Gateway, subnet, leases, made)
 	if err != nil {
 		return err
 	}
@@ -227,8 +232,16 @@ func leaseAddress(subnet netip.Prefix, bridge string, leases []*Attachment) (net
 // ensureBridge returns the network's bridge, creating it if need be. A
 // link of that name that bothy did not make is refused, and so is a
 // subnet that overlaps a route of the host's.
-func ensureBridge(h *netlink.Handle, network, name string, gw netip.Addr, subnet netip.Prefix, leases []*Attachment) (netlink.Link, error) {
+func ensureBridge(h *netlink.Handle, network, name string, gw netip.Addr, subnet netip.Prefix, leases []*Attachment, beforeCreate func() error) (netlink.Link, error) {
 	link, err := h.LinkByName(name)
+	if err == nil && link.Type() == "bridge" && link.Attrs().Alias == "" && slices.ContainsFunc(leases, func(l *Attachment) bool { return l.Bridge == name && l.BridgeMade }) {
+		// A lease says it made this bridge, killed before its alias was
+		// set: bothy's, finished now.
+		if err := h.LinkSetAlias(link, bridgeAlias(network)); err != nil {
+			return nil, fmt.Errorf("bridge %s: set alias: %w", name, err)
+		}
+		return h.LinkByName(name)
+	}
 	if err == nil {
 		if link.Attrs().Alias != bridgeAlias(network) || link.Type() != "bridge" {
 			return nil, fmt.Errorf("network %q: a %s named %s exists that bothy did not create (alias %q)", cmpOr(network, "default"), link.Type(), name, link.Attrs().Alias)
@@ -260,6 +273,9 @@ func ensureBridge(h *netlink.Handle, network, name string, gw netip.Addr, subnet
 			}
 			return nil, fmt.Errorf("network %q: subnet %s overlaps the host's route to %s on %s: choose another subnet", cmpOr(network, "default"), subnet, dp, ifname)
 		}
+	}
+	if err := beforeCreate(); err != nil {
+		return nil, err
 	}
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, TxQLen: -1}}
 	if err := h.LinkAdd(br); err != nil {
@@ -397,13 +413,28 @@ func detachBridge(a *Attachment, others []*Attachment) error {
 			return err
 		}
 	}
-	if err := delLink(h, a.Bridge, bridgeAlias(a.Network)); err != nil {
+	if err := delBridge(h, a); err != nil {
 		return err
 	}
 	if ok && !inUse(func(*Attachment) bool { return true }) {
 		return rules.deleteTables()
 	}
 	return nil
+}
+
+// delBridge deletes a's bridge if it is there and carries bothy's alias,
+// or, when a made it, no alias yet (its maker was killed before it set it).
+func delBridge(h *netlink.Handle, a *Attachment) error {
+	if a.BridgeMade {
+		link, err := h.LinkByName(a.Bridge)
+		if err == nil && link.Type() == "bridge" && link.Attrs().Alias == "" {
+			if err := h.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+				return fmt.Errorf("delete %s: %w", a.Bridge, err)
+			}
+			return nil
+		}
+	}
+	return delLink(h, a.Bridge, bridgeAlias(a.Network))
 }
 
 // delLink deletes the named link if it is there and carries bothy's alias.

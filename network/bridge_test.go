@@ -582,3 +582,56 @@ func TestVerdictChain(t *testing.T) {
 		}
 	}
 }
+
+// A bridge whose maker was killed between creating it and setting bothy's
+// alias is bothy's by its lease (BridgeMade): while the maker's lease
+// lives, the next sandbox on that network adopts it (the alias is set);
+// once the maker is gone, reclaim removes it with the lease.
+func TestBridgeMadeInterrupted(t *testing.T) {
+	if !rootOnly(t) {
+		return
+	}
+	e := newBridgeEnv(t)
+	interrupted := func(owner Process) (*Attachment, string) {
+		name := bridgeName(e.instance, "")
+		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		a := &Attachment{ID: "s" + randHex(8), Driver: DriverBridge, StateDir: e.dir, Owner: owner, Instance: e.instance, Bridge: name, BridgeMade: true}
+		s, err := openStore(e.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.writeLease(a); err != nil {
+			t.Fatal(err)
+		}
+		return a, name
+	}
+	// The maker's lease lives (its owner runs): the bridge is adopted.
+	self, err := identify(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	maker, name := interrupted(self)
+	sb := newSandboxNS(t)
+	a := attachT(t, e.options(sb))
+	if l, err := netlink.LinkByName(name); err != nil || l.Attrs().Alias != bridgeAlias("") || a.Bridge != name {
+		t.Fatalf("the interrupted bridge after another attach: %v %+v", err, l)
+	}
+	for _, x := range []*Attachment{a, maker} {
+		if err := Detach(context.Background(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.assertClean(a.ID, maker.ID)
+	// The maker is gone: reclaim removes the bridge it left without alias.
+	dead, name := interrupted(Process{Pid: 1 << 30, Start: 1})
+	if ids, err := Reclaim(context.Background(), e.dir); err != nil || len(ids) != 1 || ids[0] != dead.ID {
+		t.Fatalf("Reclaim: %v %v", ids, err)
+	}
+	if _, err := netlink.LinkByName(name); err == nil {
+		t.Errorf("bridge %s left after its maker's lease was reclaimed", name)
+	}
+	e.assertClean(dead.ID)
+}
