@@ -12,9 +12,10 @@ import (
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
-// selection is podman's --all and --latest for a command that acts on
-// sandboxes: the sandboxes named, or every one the command applies to, or
-// the one created last.
+// selection is podman's --all, --latest, --filter and --cidfile for a
+// command that acts on sandboxes: the sandboxes named, or every one the
+// command applies to (those that match, with --filter), or the one created
+// last, or those whose IDs files hold.
 type selection struct {
 	all, latest bool
 	filters     []string // ps's --filter KEY=VALUE
