@@ -265,3 +265,33 @@ func TestStateDirOtherRoots(t *testing.T) {
 		}
 	})
 }
+
+// TestPruneKeptTemps: a temporary record a killed writer left (.ID.*.tmp)
+// goes with prune once its sandbox is gone; one of a sandbox that is still
+// there, and files that are not bothy's, stay.
+func TestPruneKeptTemps(t *testing.T) {
+	p := PathsUnder(t.TempDir())
+	if err := os.MkdirAll(p.records(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gone, live := strings.Repeat("0a", 16), strings.Repeat("1b", 16)
+	if err := os.MkdirAll(p.dir(live), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"." + gone + ".123.tmp", "." + live + ".456.tmp", "notes.tmp", ".x.tmp"} {
+		if err := os.WriteFile(filepath.Join(p.records(), n), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.pruneKept(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(p.records())
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, " ") != "."+live+".456.tmp .x.tmp notes.tmp" {
+		t.Errorf("left in records: %v", left)
+	}
+}

@@ -82,7 +82,8 @@ func (p Paths) saveRecord(sb *Sandbox) error {
 	if err := privateSubdir(p.records()); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(p.records(), ".record-*")
+	// Named after the sandbox: pruneKept removes one a killed writer left.
+	tmp, err := os.CreateTemp(p.records(), "."+sb.ID+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("keep sandbox record: %w", err)
 	}
@@ -248,7 +249,8 @@ func (p Paths) keptByName(name string) string {
 }
 
 // pruneKept removes the kept records of sandboxes that are gone (neither a
-// state nor an upper directory: a removal killed between its steps).
+// state nor an upper directory: a removal killed between its steps), and
+// the temporary files of their records that a killed writer left.
 func (p Paths) pruneKept() error {
 	entries, err := os.ReadDir(p.records())
 	if errors.Is(err, os.ErrNotExist) {
@@ -258,15 +260,23 @@ func (p Paths) pruneKept() error {
 		return fmt.Errorf("list kept records: %w", err)
 	}
 	var errs []error
-	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || !validID(id) {
-			continue
-		}
+	gone := func(id string) bool {
 		_, serr := os.Lstat(p.dir(id))
 		_, uerr := os.Lstat(p.upperRoot(id))
-		if errors.Is(serr, os.ErrNotExist) && errors.Is(uerr, os.ErrNotExist) {
+		return errors.Is(serr, os.ErrNotExist) && errors.Is(uerr, os.ErrNotExist)
+	}
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && validID(id) && gone(id) {
 			errs = append(errs, p.removeKept(id))
+		}
+		// A temporary record, .ID.RANDOM.tmp: its sandbox gone, its
+		// writer is too.
+		if rest, ok := strings.CutPrefix(e.Name(), "."); ok && strings.HasSuffix(rest, ".tmp") {
+			if id, _, _ := strings.Cut(rest, "."); validID(id) && gone(id) {
+				if err := os.Remove(filepath.Join(p.records(), e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("remove temporary record: %w", err))
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)
