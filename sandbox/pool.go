@@ -222,7 +222,10 @@ func (m *Manager) memberIDs(name string) ([]string, error) {
 	}
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if validID(e.Name()) {
+		// A member whose sandbox is gone (bothy rm -f of it) is no
+		// member: not ready, not counted by a fill; pool prune removes
+		// its file.
+		if _, err := os.Lstat(m.paths.dir(e.Name())); validID(e.Name()) && err == nil {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -639,10 +642,10 @@ func (m *Manager) prunePoolLocked(ctx context.Context, name string) ([]string, e
 		}
 	}
 	// Files of members whose sandbox is gone.
-	ids, _ := m.memberIDs(name)
-	for _, id := range ids {
-		if _, err := os.Lstat(m.paths.dir(id)); errors.Is(err, os.ErrNotExist) {
-			os.Remove(filepath.Join(m.paths.members(name), id))
+	entries, _ := os.ReadDir(m.paths.members(name))
+	for _, e := range entries {
+		if _, err := os.Lstat(m.paths.dir(e.Name())); validID(e.Name()) && errors.Is(err, os.ErrNotExist) {
+			os.Remove(filepath.Join(m.paths.members(name), e.Name()))
 		}
 	}
 	return removed, errors.Join(errs...)

@@ -386,3 +386,35 @@ func TestPoolManyClaims(t *testing.T) {
 	}
 	t.Logf("%d claims from a pool of 32: %d warm (claim-to-ready median %v), %d cold", n, warm, median, n-warm)
 }
+
+// TestPoolMemberRemoved: a member removed by rm -f (its file left in the
+// pool) is not ready any more: the pool counts one fewer, a fill makes a
+// new one, and a claim never gets the removed one.
+func TestPoolMemberRemoved(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	newPool(t, m, "rmd", 2)
+	members := poolSandboxes(t, m, "rmd")
+	if len(members) != 2 {
+		t.Fatalf("members: %d", len(members))
+	}
+	if err := m.Remove(ctx, members[0].ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := m.GetPool(ctx, "rmd"); err != nil || p.Ready != 1 {
+		t.Fatalf("ready after rm -f of a member: %+v %v", p, err)
+	}
+	if err := m.Fill(ctx, "rmd", nil); err != nil {
+		t.Fatal(err)
+	}
+	now := poolSandboxes(t, m, "rmd")
+	if p, err := m.GetPool(ctx, "rmd"); err != nil || p.Ready != 2 || len(now) != 2 || slices.ContainsFunc(now, func(sb *sandbox.Sandbox) bool { return sb.ID == members[0].ID }) {
+		t.Fatalf("after a fill: %+v %v, members %d", p, err, len(now))
+	}
+	for range 2 {
+		sb, how, err := m.Claim(ctx, sandbox.ClaimOptions{Pool: "rmd", NoColdStart: true})
+		if err != nil || sb.ID == members[0].ID || how.Cold {
+			t.Fatalf("claim: %v %+v %v", sb, how, err)
+		}
+	}
+}
