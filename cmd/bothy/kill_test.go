@@ -763,8 +763,27 @@ func (k *killEnv) runTrial(tr trial) outcome {
 		}
 	}
 	// A CLI that lived cleaned up after itself, unless it started a
-	// sandbox on purpose (run -d that succeeded).
-	if o.survived && (!strings.HasPrefix(tr.op, "run -d") || waitErr != nil) && !o.before.empty() {
+	// sandbox on purpose (run -d that succeeded). A killed launcher's child
+	// (libcontainer's init, in the launcher's mount namespace) exits on
+	// its own once it finds its parent gone, which may be just after the
+	// CLI returns: mounts alone get 5 s to go.
+	cleanedUp := func() bool {
+		if o.before.empty() {
+			return true
+		}
+		l := o.before
+		l.mounts = nil
+		if !l.empty() {
+			return false
+		}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if k.mountHolders() == nil {
+				return true
+			}
+		}
+		return false
+	}
+	if o.survived && (!strings.HasPrefix(tr.op, "run -d") || waitErr != nil) && !cleanedUp() {
 		t.Errorf("%s, %s killed at %s: bothy lived (%v) but left:%s\n%s", tr.op, tr.victim, o.phase, waitErr, o.before, stderr.String())
 	}
 
