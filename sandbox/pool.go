@@ -166,7 +166,7 @@ func (m *Manager) GetPool(ctx context.Context, name string) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, _ := m.memberIDs(name)
+	ids, _ := m.readyIDs(name)
 	rec.Ready = len(ids)
 	rec.Filler = m.fillerAtWork(name)
 	return rec, nil
@@ -222,14 +222,23 @@ func (m *Manager) memberIDs(name string) ([]string, error) {
 	}
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
-		// A member whose sandbox is gone (bothy rm -f of it) is no
-		// member: not ready, not counted by a fill; pool prune removes
-		// its file.
-		if _, err := os.Lstat(m.paths.dir(e.Name())); validID(e.Name()) && err == nil {
+		if validID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
 	return ids, nil
+}
+
+// readyIDs are memberIDs less those whose sandbox is gone (bothy rm -f of
+// a waiting sandbox leaves its file, which pool prune removes): what pool
+// ls counts and a fill tops up. A claim takes memberIDs as they are (its
+// lock finds a gone one), keeping this stat off its path.
+func (m *Manager) readyIDs(name string) ([]string, error) {
+	ids, err := m.memberIDs(name)
+	return slices.DeleteFunc(ids, func(id string) bool {
+		_, err := os.Lstat(m.paths.dir(id))
+		return err != nil
+	}), err
 }
 
 // ClaimOptions are what a claimed sandbox is given: what its user would
@@ -513,7 +522,7 @@ func (m *Manager) fillLocked(ctx context.Context, name string, progress func(rea
 		if err != nil {
 			return false, err
 		}
-		ids, err := m.memberIDs(name)
+		ids, err := m.readyIDs(name)
 		if errors.Is(err, ErrPoolNotFound) {
 			return false, nil
 		}

@@ -248,25 +248,21 @@ func claimFromPool(cmd *cobra.Command, g *globals, m *sandbox.Manager, co sandbo
 	return sb, nil
 }
 
-// parseLabels turns --label K=V flags into a map.
-// withLabelFiles puts the labels of files (KEY=VALUE a line, blank lines
-// and lines starting with # skipped) before list's, which win.
+// withLabelFiles puts the labels of files (settingLines) before list's,
+// which win.
 func withLabelFiles(files, list []string) ([]string, error) {
 	var out []string
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		lines, err := settingLines("--label-file", f)
 		if err != nil {
-			return nil, fmt.Errorf("--label-file: %w", err)
+			return nil, err
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
-				out = append(out, t)
-			}
-		}
+		out = append(out, lines...)
 	}
 	return append(out, list...), nil
 }
 
+// parseLabels turns --label K=V flags into a map.
 func parseLabels(list []string) (map[string]string, error) {
 	if len(list) == 0 {
 		return nil, nil

@@ -529,7 +529,17 @@ func newPsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Each sandbox's view is made once, for the filter or the output.
 			vw := newViewer(cmd.Context(), m)
+			views := map[string]psView{}
+			view := func(sb *sandbox.Sandbox) psView {
+				v, ok := views[sb.ID]
+				if !ok {
+					v = vw.ps(sb)
+					views[sb.ID] = v
+				}
+				return v
+			}
 			var shown []*sandbox.Sandbox
 			for _, sb := range list {
 				if job != "" && !sb.InJob(job) {
@@ -540,7 +550,7 @@ func newPsCmd(g *globals) *cobra.Command {
 				if !all && (sb.Status != sandbox.StatusRunning && sb.Status != sandbox.StatusCreating || sb.Pool != "") {
 					continue
 				}
-				if len(filter) > 0 && !filter.match(vw.ps(sb)) {
+				if len(filter) > 0 && !filter.match(view(sb)) {
 					continue
 				}
 				shown = append(shown, sb)
@@ -567,14 +577,14 @@ func newPsCmd(g *globals) *cobra.Command {
 					fmt.Fprintln(tw, "SANDBOX ID\tNAME\tIMAGE\tSTATUS\tCREATED\tNETWORK\tPORTS")
 				}
 				for _, sb := range shown {
-					v := psRow{vw.ps(sb)}
+					v := psRow{view(sb)}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id(sb), sb.Name, sb.Image, v.Status, v.RunningFor(), sb.Network, v.Ports())
 				}
 				return tw.Flush()
 			}
 			rows := make([]psRow, len(shown))
 			for i, sb := range shown {
-				rows[i] = psRow{vw.ps(sb)}
+				rows[i] = psRow{view(sb)}
 			}
 			if format.isJSON() {
 				views := make([]psView, len(rows))

@@ -71,11 +71,10 @@ func (s *selection) refs(cmd *cobra.Command, m *sandbox.Manager, args []string, 
 	if err != nil {
 		return nil, err
 	}
-	list, err := m.List(cmd.Context())
+	list, err := unpooled(cmd, m)
 	if err != nil {
 		return nil, err
 	}
-	list = slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Pool != "" })
 	if s.latest {
 		newest, err := newestOf(list)
 		if err != nil {
@@ -91,6 +90,12 @@ func (s *selection) refs(cmd *cobra.Command, m *sandbox.Manager, args []string, 
 		}
 	}
 	return out, nil
+}
+
+// unpooled lists the sandboxes, less a pool's unclaimed ones.
+func unpooled(cmd *cobra.Command, m *sandbox.Manager) ([]*sandbox.Sandbox, error) {
+	list, err := m.List(cmd.Context())
+	return slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Pool != "" }), err
 }
 
 // newestOf is the short ID of the sandbox of list created last.
@@ -127,11 +132,11 @@ func latestFlag(cmd *cobra.Command, g *globals, multi bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := m.List(c.Context())
+			list, err := unpooled(c, m)
 			if err != nil {
 				return err
 			}
-			ref, err := newestOf(slices.DeleteFunc(list, func(sb *sandbox.Sandbox) bool { return sb.Pool != "" }))
+			ref, err := newestOf(list)
 			if err != nil {
 				return err
 			}

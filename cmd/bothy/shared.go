@@ -96,23 +96,37 @@ func commandEnv(files, env []string) ([]string, error) {
 		return nil
 	}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		lines, err := settingLines("--env-file", f)
 		if err != nil {
-			return nil, fmt.Errorf("--env-file: %w", err)
+			return nil, err
 		}
-		for i, line := range strings.Split(string(data), "\n") {
-			line = strings.TrimRight(line, "\r")
-			if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") {
-				continue
-			}
-			if err := add(strings.TrimLeft(line, " \t")); err != nil {
-				return nil, fmt.Errorf("--env-file %s, line %d: %w", f, i+1, err)
+		for _, line := range lines {
+			if err := add(line); err != nil {
+				return nil, fmt.Errorf("--env-file %s: %w", f, err)
 			}
 		}
 	}
 	for _, kv := range env {
 		if err := add(kv); err != nil {
 			return nil, fmt.Errorf("-e %q: %w", kv, err)
+		}
+	}
+	return out, nil
+}
+
+// settingLines are the lines of a Docker-style settings file (--env-file,
+// --label-file): leading blanks and a trailing CR dropped, blank lines and
+// lines starting with # skipped.
+func settingLines(flag, file string) ([]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimLeft(strings.TrimRight(line, "\r"), " \t")
+		if strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
 		}
 	}
 	return out, nil

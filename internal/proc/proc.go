@@ -14,19 +14,9 @@ import (
 
 // Start returns a process's start time and whether it is a zombie.
 func Start(pid int) (start uint64, zombie bool, err error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fields, err := stat(pid)
 	if err != nil {
 		return 0, false, err
-	}
-	// The command name is in parentheses and may contain anything; fields
-	// resume after the last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 20 {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
 	if err != nil {
@@ -34,6 +24,26 @@ func Start(pid int) (start uint64, zombie bool, err error) {
 	}
 	state := fields[0]
 	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
+}
+
+// stat returns the fields of /proc/PID/stat after the command name (the
+// state is fields[0], the parent fields[1], the start time fields[19]).
+func stat(pid int) ([][]byte, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	// The command name is in parentheses and may contain anything; fields
+	// resume after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 20 {
+		return nil, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return fields, nil
 }
 
 // RSS returns the resident memory of process pid in bytes, from
@@ -81,16 +91,11 @@ func Tree(pid int) []int {
 
 // parent returns a live process's parent pid.
 func parent(pid int) (int, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fields, err := stat(pid)
 	if err != nil {
 		return 0, err
 	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 2 || fields[0][0] == 'Z' || fields[0][0] == 'X' {
+	if fields[0][0] == 'Z' || fields[0][0] == 'X' {
 		return 0, fmt.Errorf("process %d is not running", pid)
 	}
 	return strconv.Atoi(string(fields[1]))
