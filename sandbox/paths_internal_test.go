@@ -295,3 +295,25 @@ func TestPruneKeptTemps(t *testing.T) {
 		t.Errorf("left in records: %v", left)
 	}
 }
+
+// TestRemoveKeptTemps: removing a sandbox's kept record (rm) takes the
+// temporary files of its record with it, and nobody else's.
+func TestRemoveKeptTemps(t *testing.T) {
+	p := PathsUnder(t.TempDir())
+	if err := os.MkdirAll(p.records(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	id, other := strings.Repeat("2c", 16), strings.Repeat("3d", 16)
+	for _, n := range []string{"." + id + ".1.tmp", "." + other + ".2.tmp", id + ".json"} {
+		if err := os.WriteFile(filepath.Join(p.records(), n), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.removeKept(id); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(p.records())
+	if len(entries) != 1 || entries[0].Name() != "."+other+".2.tmp" {
+		t.Errorf("left: %v", entries)
+	}
+}

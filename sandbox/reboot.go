@@ -114,10 +114,19 @@ func (p Paths) readKept(id string) (*keptRecord, error) {
 	return &rec, nil
 }
 
-// removeKept removes sandbox id's kept record, if any.
+// removeKept removes sandbox id's kept record, if any, and the temporary
+// files of its record a killed writer left (.ID.*.tmp).
 func (p Paths) removeKept(id string) error {
 	if err := os.Remove(p.recordPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove kept record: %w", err)
+	}
+	if validID(id) {
+		tmps, _ := filepath.Glob(filepath.Join(p.records(), "."+id+".*.tmp"))
+		for _, t := range tmps {
+			if err := os.Remove(t); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("remove temporary record: %w", err)
+			}
+		}
 	}
 	return nil
 }
