@@ -247,12 +247,15 @@ func (o *cellOutput) add(ev api.KernelEvent) {
 	o.text.WriteString(t)
 }
 
-// ansi matches the escape sequences of terminal colours and cursor moves.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]`)
+// ansi matches the escape sequences of terminal colours and cursor moves;
+// compiled on a cell's first output, not at every executor start.
+var ansi = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]`)
+})
 
 // content is the observation's text, ANSI sequences stripped.
 func (o *cellOutput) content() string {
-	t := ansi.ReplaceAllString(o.text.String(), "")
+	t := ansi().ReplaceAllString(o.text.String(), "")
 	if o.cut {
 		t += "\n[Output truncated: more than 8 MiB.]"
 	}
