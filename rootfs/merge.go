@@ -50,7 +50,11 @@ type MergeStats struct {
 //     those), except overlay's own attributes: opaque is set as above;
 //     origin, impure, nlink and uuid describe an upper directory's copy-ups
 //     and are left out (a lower layer's are only read with index or
-//     nfs_export, which bothy leaves off).
+//     nfs_export, which bothy leaves off), but for an empty origin
+//     (overlay's "copied up, origin unknown") on each directory that holds
+//     a whiteout: overlay leaves whiteouts out of a directory's listing
+//     only when the directory is merged with one below or has an origin,
+//     and one that only the merged layer has would list them.
 //   - Anything else (regular files, symlinks, whiteouts, fifos, sockets,
 //     devices) is hard-linked from its layer, replacing what was there:
 //     no data is copied, and owner, mode, attributes (capabilities) and
@@ -298,12 +302,14 @@ func (m *merger) finish(dir *os.File, rel string, parent *os.File) error {
 	if err != nil {
 		return fmt.Errorf("read /%s in the merge: %w", rel, err)
 	}
+	whiteouts := false
 	for _, name := range names {
 		st, err := lstatAt(dir, name)
 		if err != nil {
 			return fmt.Errorf("stat /%s in the merge: %w", path.Join(rel, name), err)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			whiteouts = whiteouts || isOverlayWhiteout(attrPath(dir, name), st.Mode, st.Rdev, st.Size)
 			continue
 		}
 		sub, err := openDirAt(dir, name)
@@ -330,6 +336,16 @@ func (m *merger) finish(dir *os.File, rel string, parent *os.File) error {
 	for k, v := range d.xattrs {
 		if err := unix.Fsetxattr(fd, k, []byte(v), 0); err != nil && k != "security.selinux" {
 			return fmt.Errorf("set attribute %s of /%s: %w", k, rel, err)
+		}
+	}
+	if whiteouts {
+		// Overlay leaves out the whiteouts of a directory's listing
+		// only when it may hold some: when it is merged with a layer's
+		// below, or has an origin. One the layers below the merged one
+		// lack would list them: an empty origin is overlay's own "copied
+		// up, origin unknown", which says it may.
+		if err := unix.Fsetxattr(fd, m.xattrPrefix+"overlay.origin", nil, 0); err != nil {
+			return fmt.Errorf("mark /%s as holding whiteouts: %w", rel, err)
 		}
 	}
 	ts := []unix.Timespec{d.atime, d.mtime}

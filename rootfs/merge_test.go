@@ -195,11 +195,16 @@ func TestMergeLayers(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"overlay.origin", "overlay.impure"} {
-		for _, p := range []string{"d", "."} {
-			if _, err := lgetxattr(filepath.Join(dst, p), prefix+k); err == nil {
-				t.Errorf("%s: %s%s kept", p, prefix, k)
-			}
+		if _, err := lgetxattr(filepath.Join(dst, "d"), prefix+k); err == nil {
+			t.Errorf("d: %s%s kept", prefix, k)
 		}
+	}
+	// The root holds whiteouts: an empty origin says so; d holds none.
+	if v, err := lgetxattr(dst, prefix+"overlay.origin"); err != nil || v != "" {
+		t.Errorf("/: origin %q %v, want an empty one", v, err)
+	}
+	if _, err := lgetxattr(dst, prefix+"overlay.impure"); err == nil {
+		t.Errorf("/: impure kept")
 	}
 	if v, err := lgetxattr(filepath.Join(dst, "d"), "user.note"); err != nil || v != "top" {
 		t.Errorf("d: user.note %q %v", v, err)
