@@ -120,6 +120,13 @@ func (m *Manager) CompactSnapshot(ctx context.Context, ref string) (*CompactResu
 	return res, nil
 }
 
+// WantsCompaction reports whether the snapshot is CompactThreshold snapshot
+// layers deep or more and not compacted: the CLI then compacts it in the
+// background.
+func (s *Snapshot) WantsCompaction() bool {
+	return s.Complete && !s.Compacted && s.Stack >= CompactThreshold
+}
+
 // userXattr reports whether the snapshot's layers carry overlay's marks in
 // the user. namespace: those of a sandbox mounted with userxattr, as the
 // launcher mounts a rootless one, or one on a shared image store.
