@@ -105,7 +105,7 @@ func (d *differ) walk(dir *os.File, rel string) error {
 
 // entry writes the entry name of the open directory dir, at layer path rel.
 func (d *differ) entry(dir *os.File, name, rel string) error {
-	st, attrs, xattrs, err := readEntry(dir, name, rel, ErrUnsupportedUpper)
+	st, attrs, xattrs, err := readEntry(dir, name, rel, overlayXattrPrefixes, ErrUnsupportedUpper)
 	if err != nil {
 		return err
 	}

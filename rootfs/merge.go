@@ -72,6 +72,7 @@ func MergeLayers(ctx context.Context, dst string, layers []string, opts MergeOpt
 	if opts.UserXattr {
 		m.xattrPrefix = "user."
 	}
+	m.overlay = []string{m.xattrPrefix + "overlay."}
 	out, err := openDir(dst)
 	if err != nil {
 		return m.stats, fmt.Errorf("merge layers into %s: %w", dst, err)
@@ -92,6 +93,10 @@ func MergeLayers(ctx context.Context, dst string, layers []string, opts MergeOpt
 type merger struct {
 	ctx         context.Context
 	xattrPrefix string // of the opaque marks made
+	// overlay is the namespace overlay's attributes are read in: the
+	// other is the files' own (a root sandbox may set user.overlay.*
+	// on its files; overlay in trusted mode reads nothing there).
+	overlay []string
 	// meta holds, by path in dst, the attributes of the top-most layer's
 	// directory there, set once every layer is merged (finish).
 	meta  map[string]*layerDir
@@ -129,7 +134,7 @@ func (m *merger) layer(l string, out *os.File) error {
 	if err != nil {
 		return fmt.Errorf("read attributes of /: %w", err)
 	}
-	m.meta[""] = newLayerDir(&st, xattrs)
+	m.meta[""] = m.newLayerDir(&st, xattrs)
 	return m.dir(in, out, "")
 }
 
@@ -153,14 +158,14 @@ func (m *merger) dir(in, out *os.File, rel string) error {
 }
 
 func (m *merger) entry(in, out *os.File, name, rel string) error {
-	st, attrs, xattrs, err := readEntry(in, name, "/"+rel, ErrUnmergeable)
+	st, attrs, xattrs, err := readEntry(in, name, "/"+rel, m.overlay, ErrUnmergeable)
 	if err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return m.link(in, out, name, rel, st, isOverlayWhiteout(attrs, st.Mode, st.Rdev, st.Size))
+		return m.link(in, out, name, rel, st, m.isWhiteout(attrs, st))
 	}
-	opaque, _ := overlayXattr(xattrs, "opaque")
+	opaque, _ := overlayXattrIn(xattrs, m.overlay, "opaque")
 	mark := opaque
 	var have unix.Stat_t
 	err = unix.Fstatat(int(out.Fd()), name, &have, unix.AT_SYMLINK_NOFOLLOW)
@@ -199,7 +204,7 @@ func (m *merger) entry(in, out *os.File, name, rel string) error {
 		return fmt.Errorf("open /%s: %w", rel, err)
 	}
 	defer src.Close()
-	m.meta[rel] = newLayerDir(st, xattrs)
+	m.meta[rel] = m.newLayerDir(st, xattrs)
 	return m.dir(src, sub, rel)
 }
 
@@ -271,10 +276,12 @@ func emptyDir(dir *os.File) error {
 	return nil
 }
 
-func newLayerDir(st *unix.Stat_t, xattrs map[string]string) *layerDir {
+// newLayerDir is what a merged directory takes from the layer directory
+// of stat st and attributes xattrs: all but overlay's own.
+func (m *merger) newLayerDir(st *unix.Stat_t, xattrs map[string]string) *layerDir {
 	d := &layerDir{uid: st.Uid, gid: st.Gid, mode: st.Mode & 0o7777, atime: st.Atim, mtime: st.Mtim}
 	for k, v := range xattrs {
-		if !isOverlayAttr(k) {
+		if !strings.HasPrefix(k, m.overlay[0]) {
 			if d.xattrs == nil {
 				d.xattrs = map[string]string{}
 			}
@@ -284,11 +291,15 @@ func newLayerDir(st *unix.Stat_t, xattrs map[string]string) *layerDir {
 	return d
 }
 
-func isOverlayAttr(k string) bool {
-	for _, p := range overlayXattrPrefixes {
-		if strings.HasPrefix(k, p) {
-			return true
-		}
+// isWhiteout is isOverlayWhiteout in the merge's namespace: a character
+// device 0:0, or an empty file with its overlay.whiteout attribute.
+func (m *merger) isWhiteout(attrs string, st *unix.Stat_t) bool {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR:
+		return st.Rdev == 0
+	case unix.S_IFREG:
+		_, err := lgetxattr(attrs, m.overlay[0]+"whiteout")
+		return st.Size == 0 && err == nil
 	}
 	return false
 }
@@ -309,7 +320,7 @@ func (m *merger) finish(dir *os.File, rel string, parent *os.File) error {
 			return fmt.Errorf("stat /%s in the merge: %w", path.Join(rel, name), err)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			whiteouts = whiteouts || isOverlayWhiteout(attrPath(dir, name), st.Mode, st.Rdev, st.Size)
+			whiteouts = whiteouts || m.isWhiteout(attrPath(dir, name), st)
 			continue
 		}
 		sub, err := openDirAt(dir, name)

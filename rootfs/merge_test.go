@@ -280,3 +280,34 @@ func TestMergeLayersHostile(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeLayersForeignNamespace: in trusted mode (root's overlay), the
+// user.overlay.* attributes a root sandbox may set on its own files mean
+// nothing to overlay, nor to the merge: a directory marked so is not
+// opaque (what is below it stays), a redirect there is not refused, and
+// the attributes stay the files' own.
+func TestMergeLayersForeignNamespace(t *testing.T) {
+	base := t.TempDir()
+	l1 := newLayer(t, base, "l1").file("d/below", "below", 0o644)
+	l2 := newLayer(t, base, "l2").file("d/above", "above", 0o644).file("f", "f", 0o644)
+	for p, kv := range map[string][2]string{"d": {"user.overlay.opaque", "y"}, "f": {"user.overlay.redirect", "/x"}} {
+		if err := unix.Lsetxattr(l2.path(p), kv[0], []byte(kv[1]), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := filepath.Join(base, "merged")
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MergeLayers(context.Background(), dst, []string{l1.dir, l2.dir}, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"d/below", "d/above", "f"} {
+		if _, err := os.Lstat(filepath.Join(dst, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if v, err := lgetxattr(filepath.Join(dst, "d"), "user.overlay.opaque"); err != nil || v != "y" {
+		t.Errorf("d: user.overlay.opaque %q %v, want kept as the directory's own", v, err)
+	}
+}
