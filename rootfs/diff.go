@@ -105,19 +105,9 @@ func (d *differ) walk(dir *os.File, rel string) error {
 
 // entry writes the entry name of the open directory dir, at layer path rel.
 func (d *differ) entry(dir *os.File, name, rel string) error {
-	st, err := lstatAt(dir, name)
+	st, attrs, xattrs, err := readEntry(dir, name, rel, overlayXattrPrefixes, ErrUnsupportedUpper)
 	if err != nil {
-		return fmt.Errorf("stat %s: %w", rel, err)
-	}
-	attrs := attrPath(dir, name)
-	xattrs, err := readXattrs(attrs)
-	if err != nil {
-		return fmt.Errorf("read attributes of %s: %w", rel, err)
-	}
-	for _, k := range []string{"redirect", "metacopy"} {
-		if _, ok := overlayXattr(xattrs, k); ok {
-			return fmt.Errorf("%s has overlay attribute %q: %w", rel, k, ErrUnsupportedUpper)
-		}
+		return err
 	}
 	mode := st.Mode & unix.S_IFMT
 	if isOverlayWhiteout(attrs, st.Mode, st.Rdev, st.Size) {

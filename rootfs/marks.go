@@ -2,6 +2,8 @@ package rootfs
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +31,30 @@ func isOverlayWhiteout(p string, mode uint32, rdev uint64, size int64) bool {
 	return false
 }
 
+// readEntry reads the entry name of the open directory dir (at path rel,
+// for errors) of a layer or upper directory: its stat, the path for the
+// l*xattr calls on it (attrPath) and its attributes. An entry whose meaning
+// depends on the layers below it, a directory overlay renamed (redirect) or
+// a metadata-only copy-up (metacopy), is an error wrapping unsupported.
+//
+// prefixes are the namespaces overlay's attributes are read in
+// (overlayXattrPrefixes, or the one of a known mount).
+func readEntry(dir *os.File, name, rel string, prefixes []string, unsupported error) (st *unix.Stat_t, attrs string, xattrs map[string]string, err error) {
+	if st, err = lstatAt(dir, name); err != nil {
+		return nil, "", nil, fmt.Errorf("stat %s: %w", rel, err)
+	}
+	attrs = attrPath(dir, name)
+	if xattrs, err = readXattrs(attrs); err != nil {
+		return nil, "", nil, fmt.Errorf("read attributes of %s: %w", rel, err)
+	}
+	for _, k := range []string{"redirect", "metacopy"} {
+		if _, ok := overlayXattrIn(xattrs, prefixes, k); ok {
+			return nil, "", nil, fmt.Errorf("%s has overlay attribute %q: %w", rel, k, unsupported)
+		}
+	}
+	return st, attrs, xattrs, nil
+}
+
 // isOverlayOpaque reports a directory marked opaque ("y"; "x" only says that
 // it holds xattr whiteouts).
 func isOverlayOpaque(p string) bool {
@@ -49,7 +75,12 @@ func overlayAttr(p, name string) (string, bool) {
 
 // overlayXattr is overlayAttr on attributes already read (readXattrs).
 func overlayXattr(xattrs map[string]string, name string) (string, bool) {
-	for _, p := range overlayXattrPrefixes {
+	return overlayXattrIn(xattrs, overlayXattrPrefixes, name)
+}
+
+// overlayXattrIn is overlayXattr in the namespaces prefixes.
+func overlayXattrIn(xattrs map[string]string, prefixes []string, name string) (string, bool) {
+	for _, p := range prefixes {
 		if v, ok := xattrs[p+name]; ok {
 			return v, true
 		}

@@ -91,6 +91,8 @@ type creation struct {
 	// addSnapshotLayers); "" for none.
 	snapshot      string
 	snapshotImage string // the snapshot's image, by the name it was run as
+	// snapshotStack is how many snapshot layers the stack mounts.
+	snapshotStack int
 	// volumeLayers are the overlay volumes' snapshot layers, by target
 	// (snapshotVolumeLayers).
 	volumeLayers map[string][]string
@@ -407,7 +409,7 @@ func (c *creation) recordSandbox(context.Context) error {
 			c.sb.Lowers = append(c.sb.Lowers, l.DiffID)
 		}
 	}
-	c.sb.Snapshot = c.snapshot
+	c.sb.Snapshot, c.sb.SnapshotStack = c.snapshot, c.snapshotStack
 	if c.snapshot != "" {
 		c.sb.Image = c.snapshotImage
 	}

@@ -31,11 +31,13 @@ import (
 //
 //	snapshots/ID/snapshot.json   the record (Snapshot)
 //	snapshots/ID/layer           the layer: the sandbox's upper, renamed
+//	snapshots/ID/compact         its chain's layers merged (compact.go)
 //	snapshots/names/NAME         → ID (a symlink, made atomically)
 //
 // The snapshots directory's lock is held shared by whoever makes a
-// snapshot or a sandbox on one, and exclusively by RemoveSnapshot and
-// PruneSnapshots, which read every sandbox's record to know what is used.
+// snapshot or a sandbox on one, or compacts one, and exclusively by
+// RemoveSnapshot and PruneSnapshots, which read every sandbox's record to
+// know what is used.
 
 var (
 	// ErrSnapshotNotFound: no snapshot has that name or ID.
@@ -46,15 +48,21 @@ var (
 	ErrSnapshotDepth = errors.New("snapshot stack too deep")
 )
 
-// MaxSnapshotDepth is how many snapshots deep a sandbox's layer stack may
-// be (snapshots of sandboxes started from snapshots...). Each is a lower
-// directory of the overlay. A stack whose mount options do not fit in a
-// page (about 80 snapshot layers over a one-layer image, 16 over a
-// 40-layer one) is mounted with one fsconfig call per layer
+// MaxSnapshotDepth is how many snapshot layers a sandbox's layer stack may
+// mount (snapshots of sandboxes started from snapshots...): each is a
+// lower directory of the overlay, until a compacted snapshot stands for
+// itself and all below it (CompactSnapshot). A stack whose mount options
+// do not fit in a page (about 80 snapshot layers over a one-layer image,
+// 16 over a 40-layer one) is mounted with one fsconfig call per layer
 // (rootfs.MountStack), so the limit is overlay's own: 500 lower layers,
-// of which this leaves 244 to the image's. Past it, a snapshot is refused
-// (Commit makes an image of the stack; compaction is not done).
+// of which this leaves 244 to the image's. A snapshot that would go past
+// it compacts its parent first, in the foreground; the chain of snapshots
+// itself (Snapshot.Depth) has no limit.
 const MaxSnapshotDepth = 256
+
+// maxChain bounds a walk down a chain of snapshots' parents (a chain
+// longer is a loop in corrupt records).
+const maxChain = 1 << 16
 
 // Snapshot is the record of one snapshot (snapshot.json).
 type Snapshot struct {
@@ -82,6 +90,13 @@ type Snapshot struct {
 	Children []string `json:"children,omitempty"`
 	// Complete: its layer is in place (the rename was made).
 	Complete bool `json:"complete"`
+	// Compacted: its chain's layers are merged into one, which sandboxes
+	// on it (or on snapshots above it) mount instead (CompactSnapshot).
+	Compacted bool `json:"compacted"`
+	// Stack is how many snapshot layers a sandbox on it mounts: its own
+	// and those below it down to the first compacted one, which counts
+	// for itself and all below it (Depth when none is).
+	Stack int `json:"stack"`
 }
 
 func (p Paths) snapshots() string            { return filepath.Join(p.Data, "snapshots") }
@@ -109,6 +124,16 @@ type SnapshotVolume struct {
 
 // lockSnapshots takes the snapshots directory's lock (made on first use).
 func (m *Manager) lockSnapshots(ctx context.Context, exclusive bool) (unlock func(), err error) {
+	f, err := m.lockSnapshotsFile(ctx, exclusive)
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// lockSnapshotsFile is lockSnapshots, returning the file that holds the
+// lock (see flockDirFile).
+func (m *Manager) lockSnapshotsFile(ctx context.Context, exclusive bool) (*os.File, error) {
 	if err := os.MkdirAll(m.paths.snapshotNames(), 0o700); err != nil {
 		return nil, fmt.Errorf("snapshots: %w", err)
 	}
@@ -116,7 +141,7 @@ func (m *Manager) lockSnapshots(ctx context.Context, exclusive bool) (unlock fun
 	if exclusive {
 		how = unix.LOCK_EX
 	}
-	return flockDir(ctx, m.paths.snapshots(), "", how)
+	return flockDirFile(ctx, m.paths.snapshots(), "", how)
 }
 
 // readSnapshot reads snapshot id's record.
@@ -138,6 +163,8 @@ func (m *Manager) readSnapshot(id string) (*Snapshot, error) {
 	s.ID, s.Dir = id, m.paths.snapshotDir(id)
 	st, err := os.Lstat(m.paths.snapshotLayer(id))
 	s.Complete = err == nil && st.IsDir()
+	st, err = os.Lstat(m.paths.snapshotCompact(id))
+	s.Compacted = err == nil && st.IsDir() && s.Complete
 	return &s, nil
 }
 
@@ -182,8 +209,9 @@ func (m *Manager) snapshotIDs() ([]string, error) {
 	return ids, nil
 }
 
-// snapshotChain is snapshot id's layer directories, bottom first, checked
-// complete and made for the caller's id mapping.
+// snapshotChain is snapshot id and its parents, bottom first, checked
+// complete and made for the caller's id mapping (snapshotStack says which
+// of their layers a sandbox mounts).
 func (m *Manager) snapshotChain(id string) ([]*Snapshot, error) {
 	var chain []*Snapshot
 	for next := id; next != ""; {
@@ -198,8 +226,8 @@ func (m *Manager) snapshotChain(id string) ([]*Snapshot, error) {
 			return nil, fmt.Errorf("snapshot %s: made under another id mapping (%s), its files would be owned wrong here (%s)", cmp.Or(s.Name, s.ID[:12]), s.IDMap.Mode, m.mapping.Mode)
 		}
 		chain = append(chain, s)
-		if len(chain) > MaxSnapshotDepth+1 {
-			return nil, fmt.Errorf("%w: snapshot %s", ErrSnapshotDepth, id[:12])
+		if len(chain) > maxChain {
+			return nil, fmt.Errorf("snapshot %s: its chain of parents does not end (corrupt snapshot.json)", id[:12])
 		}
 		next = s.Parent
 	}
@@ -240,8 +268,9 @@ func (c *creation) resolveSnapshot(ctx context.Context) error {
 	return nil
 }
 
-// addSnapshotLayers puts the snapshot's layers (its parents' first) above
-// the image's: the sandbox's lower stack.
+// addSnapshotLayers puts the snapshot's layers (its parents' first, or
+// the compacted layer of the first compacted one: snapshotStack) above the
+// image's: the sandbox's lower stack.
 func (c *creation) addSnapshotLayers(context.Context) error {
 	if c.snapshot == "" {
 		return nil
@@ -253,9 +282,14 @@ func (c *creation) addSnapshotLayers(context.Context) error {
 	if d := c.img.Digest.String(); chain[0].ImageDigest != d {
 		return fmt.Errorf("snapshot %s is of image %s, not %s", c.snapshot[:12], chain[0].ImageDigest, d)
 	}
-	for _, s := range chain {
-		c.layers = append(c.layers, ipc.Layer{Snapshot: c.m.paths.snapshotLayer(s.ID)})
+	stack := c.m.snapshotStack(chain)
+	if len(stack) > MaxSnapshotDepth {
+		return fmt.Errorf("snapshot %s: %w: a sandbox on it would mount %d snapshot layers (at most %d): bothy snapshot compact %s merges them into one", c.snapshot[:12], ErrSnapshotDepth, len(stack), MaxSnapshotDepth, c.snapshot[:12])
 	}
+	for _, dir := range stack {
+		c.layers = append(c.layers, ipc.Layer{Snapshot: dir})
+	}
+	c.snapshotStack = len(stack)
 	c.volumeLayers, err = c.m.snapshotVolumeLayers(chain, c.mounts)
 	return err
 }
@@ -361,16 +395,22 @@ func (m *Manager) takeSnapshot(ctx context.Context, ref string, o SnapshotOption
 	case sb.Disk != nil && sb.Disk.Mode == DiskLoop:
 		return nil, false, fmt.Errorf("snapshot %s: its upper directory is on its own filesystem image (--disk without project quotas): it cannot be renamed out of it", sb.ShortID())
 	}
-	depth := 1
+	depth, stack := 1, 1
 	if sb.Snapshot != "" {
 		parent, err := m.readSnapshot(sb.Snapshot)
 		if err != nil {
 			return nil, false, err
 		}
-		depth = parent.Depth + 1
-	}
-	if depth > MaxSnapshotDepth {
-		return nil, false, fmt.Errorf("snapshot %s: %w: its layer stack is %d snapshots deep already (overlay takes at most 500 lower layers): snapshot or fork a sandbox lower in the stack instead, or commit it into an image (bothy commit) and run that", sb.ShortID(), ErrSnapshotDepth, depth-1)
+		depth, stack = parent.Depth+1, m.stackDepth(parent, m.readSnapshot)+1
+		if stack > MaxSnapshotDepth {
+			// No compaction of the stack finished (none was started, or
+			// it failed): the parent is compacted here, before the
+			// snapshot, so that sandboxes on it can start.
+			if _, err := m.CompactSnapshot(ctx, sb.Snapshot); err != nil {
+				return nil, false, fmt.Errorf("snapshot %s: %w: its layer stack is %d snapshot layers deep already (at most %d), and compacting it failed: %w", sb.ShortID(), ErrSnapshotDepth, stack-1, MaxSnapshotDepth, err)
+			}
+			stack = 2
+		}
 	}
 	unlockSnaps, err := m.lockSnapshots(ctx, false)
 	if err != nil {
@@ -382,7 +422,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, ref string, o SnapshotOption
 	// incomplete snapshot: prune removes it unless a sandbox's record
 	// names it pending).
 	s := &Snapshot{
-		ID: newID(), Name: o.Name, Parent: sb.Snapshot, Depth: depth, Source: id,
+		ID: newID(), Name: o.Name, Parent: sb.Snapshot, Depth: depth, Stack: stack, Source: id,
 		Image: sb.Image, ImageDigest: sb.ImageDigest, ImageStore: sb.ImageStore, IDMap: sb.IDMap,
 		Created: time.Now().UTC(),
 	}
@@ -600,10 +640,17 @@ func (m *Manager) ListSnapshots(ctx context.Context) ([]*Snapshot, error) {
 		byID[id] = s
 		out = append(out, s)
 	}
+	get := func(id string) (*Snapshot, error) {
+		if s := byID[id]; s != nil {
+			return s, nil
+		}
+		return nil, fmt.Errorf("%w: %s", ErrSnapshotNotFound, id)
+	}
 	for _, s := range out {
 		if p := byID[s.Parent]; p != nil {
 			p.Children = append(p.Children, s.ID)
 		}
+		s.Stack = m.stackDepth(s, get)
 	}
 	sbs, err := m.List(ctx)
 	if err != nil {
@@ -673,9 +720,11 @@ func (m *Manager) removeSnapshot(ctx context.Context, s *Snapshot) error {
 }
 
 // PruneSnapshots removes what no one needs: unnamed snapshots (forks')
-// that no sandbox and no snapshot is on, and incomplete snapshots (their
-// snapshot cut short before the rename) that no sandbox names pending. It
-// returns the IDs removed. Named snapshots stay until RemoveSnapshot.
+// that no sandbox and no snapshot is on, incomplete snapshots (their
+// snapshot cut short before the rename) that no sandbox names pending, and
+// the temporary directories of compactions cut short (no compaction runs
+// while the lock is held exclusively). It returns the IDs removed. Named
+// snapshots stay until RemoveSnapshot.
 func (m *Manager) PruneSnapshots(ctx context.Context) ([]string, error) {
 	if _, err := os.Lstat(m.paths.snapshots()); errors.Is(err, os.ErrNotExist) {
 		return nil, nil // none ever taken: nothing made for nothing
@@ -708,6 +757,11 @@ func (m *Manager) pruneSnapshotsLocked(ctx context.Context) ([]string, error) {
 			removed = append(removed, s.ID)
 		}
 		if len(removed) == n {
+			for _, s := range all {
+				if !slices.Contains(removed, s.ID) {
+					errs = append(errs, m.removeCompactTemps(ctx, s))
+				}
+			}
 			return removed, errors.Join(errs...)
 		}
 	}
@@ -780,5 +834,10 @@ func (m *Manager) GetSnapshot(ctx context.Context, ref string) (*Snapshot, error
 	if err != nil {
 		return nil, err
 	}
-	return m.readSnapshot(id)
+	s, err := m.readSnapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	s.Stack = m.stackDepth(s, m.readSnapshot)
+	return s, nil
 }

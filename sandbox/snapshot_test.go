@@ -245,8 +245,11 @@ func TestSnapshotAndFork(t *testing.T) {
 // fit in a page: the launcher mounts it with one fsconfig call per layer),
 // and then starts on all those layers with every layer's file read back
 // and the top-most copy of a file rewritten at each level winning; a
-// sandbox on a snapshot half-way down sees that level; one more snapshot is
-// refused, saying what to do.
+// sandbox on a snapshot half-way down sees that level. One more snapshot
+// compacts the stack first, in the foreground (no compaction ran: the
+// library starts none of its own): the chain is 257 deep, and the sandbox
+// starts on two snapshot layers, the compacted one and the new one, with
+// every file there.
 func TestSnapshotDepth(t *testing.T) {
 	m := newManager(t)
 	ctx := context.Background()
@@ -259,14 +262,30 @@ func TestSnapshotDepth(t *testing.T) {
 	}
 	waitStatus(t, m, "deep", sandbox.StatusExited)
 	var ids []string
-	for i := range sandbox.MaxSnapshotDepth {
+	var s *sandbox.Snapshot
+	for i := range sandbox.MaxSnapshotDepth + 1 {
+		if i == sandbox.MaxSnapshotDepth {
+			// 256 snapshot layers mounted: past it, compaction.
+			got, _, err := m.Start(ctx, "deep")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := run(t, got, "echo $(cat /layer*) / $(cat /top)"); out != depthWant(sandbox.MaxSnapshotDepth) || got.SnapshotStack != sandbox.MaxSnapshotDepth {
+				t.Fatalf("%d layers deep (%d mounted), the sandbox reads %q", sandbox.MaxSnapshotDepth, got.SnapshotStack, out)
+			}
+			if err := m.Stop(ctx, "deep", 0); err != nil {
+				t.Fatal(err)
+			}
+			waitStatus(t, m, "deep", sandbox.StatusExited)
+		}
 		// Each layer holds one file of its own, and its copy of /top.
 		for name, data := range map[string]string{fmt.Sprintf("layer%03d", i): fmt.Sprint(i), "top": fmt.Sprint(i)} {
 			if err := os.WriteFile(filepath.Join(sb.UpperDir, name), []byte(data+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		s, err := m.TakeSnapshot(ctx, "deep", sandbox.SnapshotOptions{})
+		var err error
+		s, err = m.TakeSnapshot(ctx, "deep", sandbox.SnapshotOptions{})
 		if err != nil {
 			t.Fatalf("snapshot %d: %v", i+1, err)
 		}
@@ -275,32 +294,37 @@ func TestSnapshotDepth(t *testing.T) {
 			t.Fatalf("a stopped sandbox is %s after its snapshot", got.Status)
 		}
 	}
-	_, err = m.TakeSnapshot(ctx, "deep", sandbox.SnapshotOptions{})
-	if !errors.Is(err, sandbox.ErrSnapshotDepth) || !strings.Contains(err.Error(), "lower in the stack") {
-		t.Fatalf("snapshot past the depth: %v", err)
+	if s.Depth != sandbox.MaxSnapshotDepth+1 || s.Stack != 2 {
+		t.Fatalf("the snapshot past the depth: depth %d stack %d, want %d and 2", s.Depth, s.Stack, sandbox.MaxSnapshotDepth+1)
 	}
-	want := func(n int) string {
-		var b strings.Builder
-		for i := range n {
-			fmt.Fprintf(&b, "%d ", i)
-		}
-		return fmt.Sprintf("%s/ %d", b.String(), n-1)
+	if below, err := m.GetSnapshot(ctx, ids[sandbox.MaxSnapshotDepth-1]); err != nil || !below.Compacted || below.Stack != 1 {
+		t.Fatalf("the snapshot below it: %+v %v, want it compacted", below, err)
 	}
 	got, _, err := m.Start(ctx, "deep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := run(t, got, "echo $(cat /layer*) / $(cat /top)"); out != want(sandbox.MaxSnapshotDepth) {
-		t.Fatalf("%d layers deep, the sandbox reads %q", sandbox.MaxSnapshotDepth, out)
+	if out := run(t, got, "echo $(cat /layer*) / $(cat /top)"); out != depthWant(sandbox.MaxSnapshotDepth+1) || got.SnapshotStack != 2 {
+		t.Fatalf("%d snapshots deep (%d layers mounted), the sandbox reads %q", sandbox.MaxSnapshotDepth+1, got.SnapshotStack, out)
 	}
 	half := sandbox.MaxSnapshotDepth / 2
 	mid, err := m.Create(ctx, sandbox.CreateOptions{FromSnapshot: ids[half-1]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := run(t, mid, "echo $(cat /layer*) / $(cat /top)"); out != want(half) {
-		t.Fatalf("on snapshot %d, the sandbox reads %q", half, out)
+	if out := run(t, mid, "echo $(cat /layer*) / $(cat /top)"); out != depthWant(half) || mid.SnapshotStack != half {
+		t.Fatalf("on snapshot %d (%d layers mounted), the sandbox reads %q", half, mid.SnapshotStack, out)
 	}
+}
+
+// depthWant is what a sandbox on the nth snapshot of TestSnapshotDepth
+// reads: every layer's file, and the top-most layer's /top.
+func depthWant(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%d ", i)
+	}
+	return fmt.Sprintf("%s/ %d", b.String(), n-1)
 }
 
 // TestStartNetwork: a sandbox on an attached network (root: the bridge;

@@ -121,6 +121,9 @@ type Sandbox struct {
 	// PendingSnapshot one being taken of it (see TakeSnapshot).
 	Snapshot        string `json:"snapshot,omitempty"`
 	PendingSnapshot string `json:"pending_snapshot,omitempty"`
+	// SnapshotStack is how many snapshot layers its root filesystem
+	// mounted at its last start (Snapshot.Stack then).
+	SnapshotStack int `json:"snapshot_stack,omitempty"`
 	// RunStats are what the sandbox used, recorded by the `bothy run` that
 	// ran its command in the foreground, when the sandbox stopped.
 	RunStats *RunStats `json:"run_stats,omitempty"`
@@ -339,6 +342,17 @@ func (p Paths) busy(id string) bool {
 }
 
 func flockDir(ctx context.Context, dir, id string, how int) (unlock func(), err error) {
+	f, err := flockDirFile(ctx, dir, id, how)
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// flockDirFile is flockDir, returning the open directory that holds the
+// lock (closing it unlocks): a process that inherits it holds the lock too,
+// while it lives.
+func flockDirFile(ctx context.Context, dir, id string, how int) (*os.File, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -362,7 +376,7 @@ func flockDir(ctx context.Context, dir, id string, how int) (unlock func(), err 
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	return func() { unix.Close(fd) }, nil
+	return os.NewFile(uintptr(fd), dir), nil
 }
 
 // flock takes how (unix.LOCK_SH or LOCK_EX, with LOCK_NB not to wait) on

@@ -79,7 +79,11 @@ type Options struct {
 	// serve starts the pool's filler).
 	Pools  []string
 	Refill func(pool string)
-	Log    *slog.Logger
+	// Compact, when set, is called with each snapshot a fork or a
+	// snapshot made that wants compacting (Snapshot.WantsCompaction):
+	// bothy serve starts bothy snapshot compact in the background.
+	Compact func(*sandbox.Snapshot)
+	Log     *slog.Logger
 }
 
 // Server answers the runtime API and proxies runtime URLs to sandboxes.

@@ -176,6 +176,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, snapshotStatus(err), err.Error())
 		return
 	}
+	s.compact(snap)
 	resp := ForkResponse{SnapshotID: snap.ID, Runtimes: []Runtime{}}
 	if p, err := s.opts.Manager.Get(ctx, parent.ID); err == nil {
 		resp.Runtime = s.runtime(r, p)
@@ -234,6 +235,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
+	s.compact(snap)
 	resp := SnapshotResponse{Snapshot: snapshotInfo(snap)}
 	if p, err := s.opts.Manager.Get(ctx, sb.ID); err == nil {
 		resp.Runtime = s.runtime(r, p)
@@ -266,4 +268,11 @@ func (s *Server) handleSnapshotRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"snapshot_id": snap.ID, "status": "removed"})
+}
+
+// compact hands a snapshot that wants compacting to Options.Compact.
+func (s *Server) compact(snap *sandbox.Snapshot) {
+	if s.opts.Compact != nil && snap.WantsCompaction() {
+		s.opts.Compact(snap)
+	}
 }

@@ -88,15 +88,23 @@ func newPoolCreateCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// startFiller starts `bothy pool fill NAME` detached (its own session, no
-// terminal, its output appended to the pool's fill.log): it fills the pool
-// and exits, whether or not this command is still there.
+// startFiller starts `bothy pool fill NAME` detached, its output appended
+// to the pool's fill.log: it fills the pool and exits.
 func startFiller(g *globals, m *sandbox.Manager, pool string) error {
-	self, err := os.Executable()
-	if err != nil {
+	if err := startBothyDetached(g, []string{"pool", "fill", pool}, filepath.Join(m.Paths().State, "pools", pool, "fill.log")); err != nil {
 		return fmt.Errorf("start the pool's filler: %w", err)
 	}
-	args := []string{"pool", "fill", pool}
+	return nil
+}
+
+// startBothyDetached starts bothy with args detached (its own session, no
+// terminal, its output appended to log), to do its work and exit whether or
+// not this command is still there.
+func startBothyDetached(g *globals, args []string, log string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	if g.root != "" {
 		args = append([]string{"--root", g.root}, args...)
 	}
@@ -104,12 +112,12 @@ func startFiller(g *globals, m *sandbox.Manager, pool string) error {
 	// Not the kill point a test set for this command.
 	c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, trace.KillEnv+"=") })
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if log, err := os.OpenFile(filepath.Join(m.Paths().State, "pools", pool, "fill.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600); err == nil {
-		defer log.Close()
-		c.Stdout, c.Stderr = log, log
+	if f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600); err == nil {
+		defer f.Close()
+		c.Stdout, c.Stderr = f, f
 	}
 	if err := c.Start(); err != nil {
-		return fmt.Errorf("start the pool's filler: %w", err)
+		return err
 	}
 	return c.Process.Release()
 }

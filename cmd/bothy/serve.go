@@ -70,6 +70,13 @@ and served. docs/serve.md has the mapping of the API onto sandboxes.`,
 					opts.Log.Warn("refill", "pool", pool, "err", err)
 				}
 			}
+			opts.Compact = func(s *sandbox.Snapshot) {
+				if log, err := startCompactor(g, s); err != nil {
+					opts.Log.Warn("compact", "snapshot", s.ID, "err", err)
+				} else {
+					opts.Log.Info("compacting in the background", "snapshot", s.ID, "stack", s.Stack, "log", log)
+				}
+			}
 			srv, err := serve.New(opts)
 			if err != nil {
 				return err

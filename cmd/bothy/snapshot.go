@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -108,12 +109,13 @@ func newSnapshotCmd(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), s.ID)
+			compactInBackground(cmd, g, s)
 			return nil
 		},
 	}
 	cmd.Flags().DurationVarP(&grace, "time", "t", 0, "let its processes end on SIGTERM for this long before they are frozen and killed (default: frozen and killed at once)")
 	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "leave a running sandbox stopped after its snapshot")
-	cmd.AddCommand(newSnapshotLsCmd(g), newSnapshotRmCmd(g))
+	cmd.AddCommand(newSnapshotLsCmd(g), newSnapshotRmCmd(g), newSnapshotCompactCmd(g))
 	return cmd
 }
 
@@ -144,13 +146,17 @@ func newSnapshotLsCmd(g *globals) *cobra.Command {
 				return format.render(cmd.OutOrStdout(), map[string]string{"ID": "ID"}, rowsOf(views))
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tNAME\tIMAGE\tDEPTH\tUSED BY\tCREATED")
+			fmt.Fprintln(w, "ID\tNAME\tIMAGE\tDEPTH\tSTACK\tUSED BY\tCREATED")
 			for _, s := range all {
 				name := cmp.Or(s.Name, "<fork>")
 				if !s.Complete {
 					name += " (incomplete)"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID[:12], name, s.Image, s.Depth,
+				stack := strconv.Itoa(s.Stack)
+				if s.Compacted {
+					stack += " (compacted)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.ID[:12], name, s.Image, s.Depth, stack,
 					strconv.Itoa(len(s.Users))+" sandboxes, "+strconv.Itoa(len(s.Children))+" snapshots", s.Created.Local().Format(time.DateTime))
 			}
 			return w.Flush()
@@ -197,9 +203,12 @@ func newForkCmd(g *globals) *cobra.Command {
 				return err
 			}
 			m.WarmCgroups()
-			_, children, err := m.Fork(cmd.Context(), args[0], o)
+			snap, children, err := m.Fork(cmd.Context(), args[0], o)
 			for _, c := range children {
 				fmt.Fprintln(cmd.OutOrStdout(), c.ID)
+			}
+			if snap != nil {
+				compactInBackground(cmd, g, snap)
 			}
 			return err
 		},
@@ -209,4 +218,67 @@ func newForkCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&o.Volumes, "volumes", sandbox.ForkVolumesRefuse, "bind mounts and named volumes: refuse to fork, or share them with the children")
 	cmd.Flags().DurationVarP(&o.Grace, "time", "t", 0, "let the parent's processes end on SIGTERM for this long first (default: frozen and killed at once)")
 	return cmd
+}
+
+func newSnapshotCompactCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "compact SNAPSHOT...",
+		Short: "Merge a snapshot's chain of layers into one, which the sandboxes started on it then mount",
+		Long: "Merge the layers of a snapshot and of the snapshots below it (down to one compacted\n" +
+			"already) into one layer, kept beside them: sandboxes started on the snapshot, or on\n" +
+			"snapshots taken above it, mount that one layer instead of the chain. Files are hard\n" +
+			"links of the layers' (no data is copied). Sandboxes running on it are not changed.\n" +
+			"bothy snapshot and bothy fork start it in the background once a snapshot is " + strconv.Itoa(sandbox.CompactThreshold) + "\n" +
+			"layers deep. Prints each snapshot compacted, and what was merged on stderr. See\n" +
+			"docs/snapshots.md.",
+		Example: "  bothy snapshot compact after-setup",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			return eachRef(cmd, args, func(ref string) error {
+				started := time.Now()
+				res, err := m.CompactSnapshot(cmd.Context(), ref)
+				if err != nil {
+					return err
+				}
+				took := time.Since(started).Round(time.Millisecond)
+				switch st := res.Merged; {
+				case res.Already:
+					fmt.Fprintf(cmd.ErrOrStderr(), "bothy: %s: compacted already\n", ref)
+				case st.Layers == 0:
+					fmt.Fprintf(cmd.ErrOrStderr(), "bothy: %s: one snapshot layer, nothing to merge\n", ref)
+				default:
+					fmt.Fprintf(cmd.ErrOrStderr(), "bothy: %s: %d snapshot layers merged into one in %s (%d directories made, %d files linked, %d whiteouts, %d opaque directories)\n",
+						ref, st.Layers, took, st.Dirs, st.Links, st.Whiteouts, st.Opaque)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// compactInBackground starts `bothy snapshot compact ID` detached when
+// snapshot s wants it (Snapshot.WantsCompaction), and says so on stderr:
+// the sandboxes started on it once that ends mount one layer for its
+// chain. This command does not wait for it.
+func compactInBackground(cmd *cobra.Command, g *globals, s *sandbox.Snapshot) {
+	if !s.WantsCompaction() {
+		return
+	}
+	log, err := startCompactor(g, s)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bothy: snapshot %s is %d layers deep; compacting it in the background: %v\n", s.ID[:12], s.Stack, err)
+		return
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "bothy: snapshot %s is %d layers deep: compacting it in the background (%s)\n", s.ID[:12], s.Stack, log)
+}
+
+// startCompactor starts `bothy snapshot compact ID` detached, its output
+// appended to the snapshot's compact.log, which it returns.
+func startCompactor(g *globals, s *sandbox.Snapshot) (string, error) {
+	log := filepath.Join(s.Dir, "compact.log")
+	return log, startBothyDetached(g, []string{"snapshot", "compact", s.ID}, log)
 }

@@ -275,6 +275,7 @@ type inspectView struct {
 	Pool              string                `json:"Pool,omitempty"`
 	FromPool          string                `json:"FromPool,omitempty"`
 	Snapshot          string                `json:"Snapshot,omitempty"`
+	SnapshotStack     int                   `json:"SnapshotStack,omitempty"`
 	PendingSnapshot   string                `json:"PendingSnapshot,omitempty"`
 	Cgroup            string                `json:"Cgroup,omitempty"`
 	CgroupSystemd     bool                  `json:"CgroupSystemd,omitempty"`
@@ -399,7 +400,7 @@ func (vw *viewer) inspect(sb *sandbox.Sandbox) inspectView {
 		NetworkSettings: inspectNetwork{Ports: map[string][]hostPort{}, Mode: sb.Network},
 		Socket:          sb.Socket, APIKey: sb.APIKey, SocketIdentity: sb.SocketIdentity, StateDir: sb.Dir, UpperDir: sb.UpperDir,
 		Rootless: sb.Rootless, IDMap: sb.IDMap, ImageStore: sb.ImageStore, AddedLayers: sb.AddedLayers, Slurm: slurmOf(sb.Slurm),
-		Pool: sb.Pool, FromPool: sb.FromPool, Snapshot: sb.Snapshot, PendingSnapshot: sb.PendingSnapshot, Cgroup: sb.Cgroup,
+		Pool: sb.Pool, FromPool: sb.FromPool, Snapshot: sb.Snapshot, SnapshotStack: sb.SnapshotStack, PendingSnapshot: sb.PendingSnapshot, Cgroup: sb.Cgroup,
 		CgroupSystemd: sb.CgroupSystemd, Security: sb.Security, LimitsIgnored: sb.LimitsIgnored, LimitsNotEnforced: sb.LimitsNotEnforced,
 		Disk: sb.Disk, Usage: sb.Usage, RunStats: sb.RunStats,
 	}
@@ -636,6 +637,8 @@ type snapshotView struct {
 	Name        string    `json:"Name"`
 	Parent      string    `json:"Parent"`
 	Depth       int       `json:"Depth"`
+	Stack       int       `json:"Stack"`
+	Compacted   bool      `json:"Compacted"`
 	Source      string    `json:"Source"`
 	Image       string    `json:"Image"`
 	ImageDigest string    `json:"ImageDigest"`
@@ -649,7 +652,7 @@ type snapshotView struct {
 func (v snapshotView) ID() string { return shortID(v.Id) }
 
 func newSnapshotView(s *sandbox.Snapshot) snapshotView {
-	v := snapshotView{Id: s.ID, Name: s.Name, Parent: s.Parent, Depth: s.Depth, Source: s.Source, Image: s.Image, ImageDigest: s.ImageDigest,
+	v := snapshotView{Id: s.ID, Name: s.Name, Parent: s.Parent, Depth: s.Depth, Stack: s.Stack, Compacted: s.Compacted, Source: s.Source, Image: s.Image, ImageDigest: s.ImageDigest,
 		Created: s.Created, Dir: s.Dir, Sandboxes: s.Users, Children: s.Children, Complete: s.Complete}
 	if v.Sandboxes == nil {
 		v.Sandboxes = []string{}

@@ -122,7 +122,7 @@ func TestPodmanKeys(t *testing.T) {
 	if len(snaps) != 1 {
 		t.Fatalf("snapshot ls: %d", len(snaps))
 	}
-	hasKeys(t, "snapshot ls", snaps[0], "Id", "Name", "Parent", "Depth", "Source", "Image", "Created", "Dir", "Sandboxes", "Complete")
+	hasKeys(t, "snapshot ls", snaps[0], "Id", "Name", "Parent", "Depth", "Stack", "Compacted", "Source", "Image", "Created", "Dir", "Sandboxes", "Complete")
 	if out := c.ok("snapshot", "ls", "--format", "{{.Name}} {{.Source}} {{len .Sandboxes}}"); out != "snap "+id+" 1\n" {
 		t.Errorf("snapshot ls --format: %q", out)
 	}

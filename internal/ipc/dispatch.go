@@ -17,12 +17,13 @@ const (
 	ReexecInit = "init"
 	// ReexecLaunch is the launcher (package launcher).
 	ReexecLaunch = ReexecPrefix + "launch"
-	// ReexecRemove, ReexecDiff and ReexecChanges are the helpers that read
-	// or remove what a sandbox wrote from inside a user namespace with its
-	// id mapping (package userns).
+	// ReexecRemove, ReexecDiff, ReexecChanges and ReexecMerge are the
+	// helpers that read, remove or merge what a sandbox wrote from inside
+	// a user namespace with its id mapping (package userns).
 	ReexecRemove  = ReexecPrefix + "remove"
 	ReexecDiff    = ReexecPrefix + "diff"
 	ReexecChanges = ReexecPrefix + "changes"
+	ReexecMerge   = ReexecPrefix + "merge"
 
 	// ReexecPrefix marks bothy's own names: an argument with it that no
 	// package registered is an error, never a command line to go on with.

@@ -65,15 +65,19 @@
 //	         (5, with a main command) as the executor's --seccomp-fd
 //	executor reads it and loads the filter before anything else
 //
-// Helpers: package userns (RemoveAs, DiffAs, ChangesAs, in the CLI) and
-// bothy-init run as ReexecRemove, ReexecDiff or ReexecChanges (package
-// userns), in a user namespace with a sandbox's id mapping.
+// Helpers: package userns (RemoveAs, DiffAs, ChangesAs, MergeAs, in the CLI)
+// and bothy-init run as ReexecRemove, ReexecDiff, ReexecChanges or
+// ReexecMerge (package userns), in a user namespace with a sandbox's id
+// mapping.
 //
 //	stdin    one request frame
 //	stdout   the reply, ending with Done (its Error: the helper's failure)
 //	         remove:  RemoveRequest  -> Done
 //	         diff:    DiffRequest    -> Data..., Done (a layer tar)
 //	         changes: ChangesRequest -> Changes..., Done
+//	         merge:   MergeRequest   -> MergeResult, Done
+//	files    merge: the caller's locks (from 3), held while the helper
+//	         lives, so that a helper outliving its caller keeps them
 //	stderr   free text, quoted in the caller's error when the reply is cut
 //
 // Id mapping: userns.Start (the parent) and userns.WaitMapped (the launcher

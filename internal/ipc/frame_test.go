@@ -35,6 +35,8 @@ func messages() []Message {
 		DiffRequest{Dir: "/u", Epoch: time.Unix(1700000000, 0).UTC(), Exclude: []string{".bothy"}},
 		ChangesRequest{Upper: "/u", Lowers: []string{"/l"}, Export: "/e", Only: []Change{{Kind: "A", Path: "/x"}}},
 		Changes{Changes: []Change{{Kind: "D", Path: "/y"}}},
+		MergeRequest{Dst: "/m", Layers: []string{"/l1", "/l2"}, UserXattr: true},
+		MergeResult{Layers: 2, Dirs: 3, Links: 4, Whiteouts: 5, Opaque: 6},
 		Data("some\x00bytes"),
 		Done{Error: "it failed"},
 		IDMapped{},

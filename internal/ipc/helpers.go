@@ -56,3 +56,28 @@ type Change struct {
 	Kind string `json:"kind"`
 	Path string `json:"path"`
 }
+
+// MergeRequest asks the ReexecMerge helper to merge the overlay lower layers
+// Layers (bottom first) into Dst, an empty directory on their filesystem
+// (rootfs.MergeLayers, UserXattr its option). Its reply is one MergeResult,
+// then Done.
+type MergeRequest struct {
+	Dst       string   `json:"dst"`
+	Layers    []string `json:"layers"`
+	UserXattr bool     `json:"user_xattr,omitempty"`
+}
+
+// MessageType implements Message.
+func (MergeRequest) MessageType() string { return "merge.request" }
+
+// MergeResult counts what a merge made (rootfs.MergeStats).
+type MergeResult struct {
+	Layers    int `json:"layers"`
+	Dirs      int `json:"dirs"`
+	Links     int `json:"links"`
+	Whiteouts int `json:"whiteouts"`
+	Opaque    int `json:"opaque"`
+}
+
+// MessageType implements Message.
+func (MergeResult) MessageType() string { return "merge.result" }

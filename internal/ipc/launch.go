@@ -82,9 +82,9 @@ type Layer struct {
 	// directory, opened without following a symbolic link.
 	Store string `json:"store,omitempty"`
 	// Snapshot, instead of Blob and Store, is a snapshot's layer
-	// directory (a sandbox's former upper directory, in the caller's
-	// data directory), used in place as a lower directory; DiffID is
-	// empty.
+	// directory (a sandbox's former upper directory, or a chain of them
+	// compacted into one, in the caller's data directory), used in place
+	// as a lower directory; DiffID is empty.
 	Snapshot string `json:"snapshot,omitempty"`
 }
 

@@ -21,6 +21,7 @@ func init() {
 	ipc.Handle(ipc.ReexecRemove, func() int { return serveHelper("remove", removeHelper) })
 	ipc.Handle(ipc.ReexecDiff, func() int { return serveHelper("diff", diffHelper) })
 	ipc.Handle(ipc.ReexecChanges, func() int { return serveHelper("changes", changesHelper) })
+	ipc.Handle(ipc.ReexecMerge, func() int { return serveHelper("merge", mergeHelper) })
 }
 
 // serveHelper runs a helper in the re-executed process: once its user
@@ -44,6 +45,11 @@ func serveHelper(name string, work func(in io.Reader, out io.Writer) error) int 
 // failure runInNS returns; a reply cut short is an error that says how the
 // helper ended and what it printed on stderr.
 func runInNS(ctx context.Context, init string, m Mapping, name string, req ipc.Message, handle func(ipc.Message) error, ms ...ipc.Message) error {
+	return runInNSWith(ctx, init, m, name, nil, req, handle, ms...)
+}
+
+// runInNSWith is runInNS with files the helper inherits, from descriptor 3.
+func runInNSWith(ctx context.Context, init string, m Mapping, name string, files []*os.File, req ipc.Message, handle func(ipc.Message) error, ms ...ipc.Message) error {
 	in, err := ipc.Encode(req)
 	if err != nil {
 		return err
@@ -51,6 +57,7 @@ func runInNS(ctx context.Context, init string, m Mapping, name string, req ipc.M
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, init, name)
 	cmd.Stdin, cmd.Stderr = bytes.NewReader(in), &stderr
+	cmd.ExtraFiles = files
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
