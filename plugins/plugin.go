@@ -48,6 +48,15 @@ type Tokener interface {
 	ConnectionToken() string
 }
 
+// Listener is a Plugin whose service listens on a TCP port of the
+// sandbox's addresses (VS Code's server): the executor reports the port in
+// the plugin's state, so that the host can say where the port is published.
+// Port reads it from environ, the executor's environment; an error says
+// the setting is wrong (the start fails with it too).
+type Listener interface {
+	Port(environ []string) (int, error)
+}
+
 // Router is a Plugin that serves routes of the native API besides its
 // own under /plugins/NAME/ (Jupyter's /v1/kernels): while the plugin is
 // enabled the executor serves each with the Service's Handler, the path

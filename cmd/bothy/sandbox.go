@@ -639,7 +639,9 @@ Go client's sandbox.Sandbox.Client refuse anything else).`,
 				if kind != "image" {
 					sb, err := m.Inspect(cmd.Context(), ref)
 					if err == nil {
-						out = append(out, vw.inspect(sb))
+						v := vw.inspect(sb)
+						v.Plugins = sandboxPlugins(cmd.Context(), sb, true)
+						out = append(out, v)
 						continue
 					}
 					if kind == "sandbox" || !errors.Is(err, sandbox.ErrNotFound) {
@@ -683,7 +685,9 @@ func newPortCmd(g *globals) *cobra.Command {
 		Short: "List a sandbox's published ports, or the host address of one",
 		Long: `List a sandbox's published ports as PORT/PROTO -> HOSTIP:HOSTPORT, or, with
 PORT (tcp unless /udp is given), the host addresses PORT is published on,
-one a line (what a client on the host connects to).`,
+one a line (what a client on the host connects to). Without PORT, a line
+NAME: URL follows for each plugin reached through a published port (VS
+Code's: bothy inspect gives its token once it runs).`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
@@ -725,6 +729,11 @@ one a line (what a client on the host connects to).`,
 					fmt.Fprintln(cmd.OutOrStdout(), hp)
 				} else {
 					fmt.Fprintf(cmd.OutOrStdout(), "%d/%s -> %s\n", p.ContainerPort, p.Proto, hp)
+				}
+			}
+			if len(args) == 1 && len(ports) > 0 {
+				for _, l := range pluginLines(sandboxPlugins(cmd.Context(), sb, false)) {
+					fmt.Fprintln(cmd.OutOrStdout(), l)
 				}
 			}
 			return nil

@@ -285,6 +285,8 @@ type inspectView struct {
 	Disk              *sandbox.DiskLimit    `json:"Disk,omitempty"`
 	Usage             *sandbox.Usage        `json:"Usage,omitempty"`
 	RunStats          *sandbox.RunStats     `json:"RunStats,omitempty"`
+	// Plugins are a running sandbox's enabled plugins (sandboxPlugins).
+	Plugins []pluginView `json:"Plugins,omitempty"`
 }
 
 // ID is the sandbox's ID, as podman's {{.ID}} of inspect.

@@ -59,6 +59,10 @@ type PluginState struct {
 	// bytes, once it runs (absent before, and for a plugin that does not
 	// report its processes).
 	RSS *int64 `json:"rss_bytes,omitempty"`
+	// Port is the TCP port the plugin's service listens on in the
+	// sandbox (VS Code's), for a plugin that has one: published (bothy
+	// run -p PORT), it is where the host reaches the service.
+	Port int `json:"port,omitempty"`
 }
 
 // RunRequest is the body of POST /v1/processes. Exactly one of Argv and Cmd

@@ -62,8 +62,9 @@ type Plugins interface {
 	// Execute runs the action once the plugin runs; an error wraps
 	// plugins.ErrUnavailable when the plugin cannot run here.
 	Execute(ctx context.Context, a *api.Action) (*api.Observation, error)
-	// ConnectionToken is the named plugin's token once it runs.
-	ConnectionToken(name string) (string, bool)
+	// ConnectionToken is the named plugin's token, the plugin started
+	// first (on first use) and waited for until ctx is done.
+	ConnectionToken(ctx context.Context, name string) (string, bool)
 }
 
 // Options configure the dialect.
@@ -261,7 +262,7 @@ func (s *Service) executePlugin(w http.ResponseWriter, r *http.Request, a *api.A
 
 func (s *Service) handleVSCodeToken(w http.ResponseWriter, r *http.Request) {
 	var tok api.VSCodeToken
-	if t, ok := s.opts.Plugins.ConnectionToken("vscode"); ok {
+	if t, ok := s.opts.Plugins.ConnectionToken(r.Context(), "vscode"); ok {
 		tok.Token = &t
 	}
 	httpapi.WriteJSON(w, http.StatusOK, &tok)

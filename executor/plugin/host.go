@@ -184,6 +184,9 @@ func (h *Host) States() []api.PluginState {
 		}
 		svc := e.svc
 		e.mu.Unlock()
+		if l, ok := e.p.(plugins.Listener); ok {
+			st.Port, _ = l.Port(h.opts.Env.Environ)
+		}
 		if ps, ok := svc.(plugins.Processes); ok {
 			st.RSS = new(int64)
 			for _, pid := range ps.PIDs() {
@@ -222,19 +225,19 @@ func (h *Host) Execute(ctx context.Context, a *api.Action) (*api.Observation, er
 	return obs, nil
 }
 
-// ConnectionToken returns the connection token of the named plugin once
-// its service runs (and has one); it does not start the plugin.
-func (h *Host) ConnectionToken(name string) (string, bool) {
-	for _, e := range h.entries {
-		if e.p.Name() != name {
-			continue
-		}
-		e.mu.Lock()
-		svc := e.svc
-		e.mu.Unlock()
-		if t, ok := svc.(plugins.Tokener); ok {
-			return t.ConnectionToken(), true
-		}
+// ConnectionToken returns the connection token of the named plugin, once
+// its service runs and has one: asking for it is a first use, which starts
+// the plugin (and waits for it until ctx is done), as OpenHands' client
+// asks for VS Code's when its user opens it. false: the plugin is not
+// enabled, cannot run, or has no token.
+func (h *Host) ConnectionToken(ctx context.Context, name string) (string, bool) {
+	i := slices.IndexFunc(h.entries, func(e *entry) bool { return e.p.Name() == name })
+	if i < 0 {
+		return "", false
+	}
+	svc, err := h.service(ctx, h.entries[i])
+	if t, ok := svc.(plugins.Tokener); ok && err == nil {
+		return t.ConnectionToken(), true
 	}
 	return "", false
 }

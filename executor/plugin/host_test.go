@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,35 @@ func state(h *Host, name string) api.PluginState {
 	return api.PluginState{}
 }
 
+// listening is echo listening on the port $ECHO_PORT names (plugins.Listener).
+type listening struct{ echo }
+
+func (p *listening) Port(environ []string) (int, error) {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "ECHO_PORT="); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("no ECHO_PORT")
+}
+
+// A plugin with a port (VS Code's) reports it in its state before it
+// starts; one without reports none.
+func TestListenerPort(t *testing.T) {
+	l := &listening{echo{name: "listening"}}
+	h, err := New([]plugins.Plugin{l, &echo{name: "echo"}}, Options{Env: plugins.Env{Environ: []string{"A=1", "ECHO_PORT=8123"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if st := state(h, "listening"); st.Port != 8123 || st.State != api.PluginStopped {
+		t.Errorf("listening: %+v", st)
+	}
+	if st := state(h, "echo"); st.Port != 0 {
+		t.Errorf("echo: %+v", st)
+	}
+}
+
 // waitState waits until the plugin is in state want.
 func waitState(t *testing.T, h *Host, name, want string) {
 	t.Helper()
@@ -117,8 +147,18 @@ func TestLazyStart(t *testing.T) {
 	if st := h.States(); len(st) != 1 || st[0] != (api.PluginState{Name: "echo", State: api.PluginStopped}) || p.starts.Load() != 0 {
 		t.Fatalf("before use: %+v, %d starts", st, p.starts.Load())
 	}
-	if _, ok := h.ConnectionToken("echo"); ok {
+	// Asking for the token is a first use: the start begins, and the
+	// asker gives up waiting when its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, ok := h.ConnectionToken(ctx, "echo"); ok {
 		t.Fatal("a token before the plugin runs")
+	}
+	if st := state(h, "echo"); st.State != api.PluginStarting || p.starts.Load() != 1 {
+		t.Fatalf("after the token was asked for: %+v, %d starts", st, p.starts.Load())
+	}
+	if _, ok := h.ConnectionToken(context.Background(), "nothing"); ok {
+		t.Fatal("a token of a plugin not enabled")
 	}
 	var wg sync.WaitGroup
 	for range 5 {
@@ -138,7 +178,7 @@ func TestLazyStart(t *testing.T) {
 	if st := state(h, "echo"); st.State != api.PluginRunning || st.Error != "" {
 		t.Fatalf("after use: %+v", st)
 	}
-	if tok, ok := h.ConnectionToken("echo"); !ok || tok != "tok-echo" {
+	if tok, ok := h.ConnectionToken(context.Background(), "echo"); !ok || tok != "tok-echo" {
 		t.Fatalf("token %q %v", tok, ok)
 	}
 	if !h.Claims("echo") || h.Claims("run") {

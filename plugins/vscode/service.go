@@ -42,6 +42,7 @@ var (
 	_ plugins.Service   = (*service)(nil)
 	_ plugins.Tokener   = (*service)(nil)
 	_ plugins.Processes = (*service)(nil)
+	_ plugins.Listener  = Plugin{}
 )
 
 // service is a running code-server.

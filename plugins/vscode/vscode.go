@@ -47,5 +47,9 @@ func (Plugin) Recipe() plugins.Recipe {
 	}
 }
 
+// Port is code-server's port: $VSCODE_PORT of environ, else DefaultPort
+// (plugins.Listener).
+func (Plugin) Port(environ []string) (int, error) { return vscodePort(environ) }
+
 // Actions: none; the plugin serves a connection token.
 func (Plugin) Actions() []string { return nil }

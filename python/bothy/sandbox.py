@@ -371,7 +371,8 @@ class Sandbox(_Base):
 
     def vscode_token(self) -> Optional[str]:
         """The VS Code server's connection token (the vscode plugin), None
-        when the plugin is not enabled."""
+        when the plugin is not enabled or cannot run. The first call starts
+        the server and waits for it."""
         return self._call(_wire.vscode_token())
 
     # Processes.
