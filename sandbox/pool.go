@@ -396,41 +396,55 @@ func (m *Manager) claimMember(ctx context.Context, opts ClaimOptions, id string)
 		}
 	}
 	trace.Mark("bothy", "member locked")
+	claimed := *sb
+	claimed.Name, claimed.APIKey, claimed.Labels, claimed.AutoRemove = opts.Name, opts.APIKey, opts.Labels, opts.AutoRemove
+	claimed.Env = append(slices.Clone(sb.Env), opts.Env...)
+	if opts.Workdir != "" {
+		claimed.Workdir = opts.Workdir
+	}
+	claimed.Pool, claimed.FromPool = "", opts.Pool
+	// The record kept for a start after a reboot (the claimed one) is
+	// written while the executor takes the claim, off the claim's path. A
+	// claim that fails removes it: with the sandbox (discard), or when the
+	// member goes back to the pool; a claimer killed meanwhile leaves a
+	// pool's sandbox without its member file, which prune removes with its
+	// kept record (removePoolMember).
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		_ = m.saveRecord(&claimed) // a record not kept costs only a start after a reboot
+	}()
 	c := sb.Client()
 	defer c.Close()
 	err = c.Claim(ctx, api.PoolClaim{APIKey: opts.APIKey, Env: opts.Env, Workdir: opts.Workdir})
+	<-kept
 	if err != nil {
 		m.paths.releaseName(opts.Name, id)
+		giveBack := func() { // unclaimed: a member again, with no kept record
+			_ = m.paths.removeKept(id)
+			putBack()
+		}
 		if errors.Is(err, api.ErrBadRequest) {
-			putBack() // refused before anything changed
+			giveBack() // refused before anything changed
 			return nil, fmt.Errorf("claim sandbox of pool %s: %w", opts.Pool, err)
 		}
 		if ctx.Err() != nil {
-			putBack() // the claim may not have been sent; a later claimer sees
+			giveBack() // the claim may not have been sent; a later claimer sees
 			return nil, ctx.Err()
 		}
 		return nil, discard(err)
 	}
-	sb.Name, sb.APIKey, sb.Labels, sb.AutoRemove = opts.Name, opts.APIKey, opts.Labels, opts.AutoRemove
-	if err := network.SetForwarderKey(sb.NetworkAttachment, opts.APIKey); err != nil {
+	if err := network.SetForwarderKey(claimed.NetworkAttachment, opts.APIKey); err != nil {
 		return nil, discard(err)
 	}
-	sb.Env = append(slices.Clone(sb.Env), opts.Env...)
-	if opts.Workdir != "" {
-		sb.Workdir = opts.Workdir
-	}
 	trace.Mark("bothy", "executor claimed")
-	sb.Pool, sb.FromPool = "", opts.Pool
-	if err := writeState(sb.Dir, sb); err != nil {
+	if err := writeState(claimed.Dir, &claimed); err != nil {
 		// Claimed but not recorded: the key in the record opens nothing.
 		m.paths.releaseName(opts.Name, id)
 		_ = m.cleanupLocked(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
-	// Claimed and recorded: a record not kept costs only a start after a
-	// reboot, not the claim.
-	_ = m.saveRecord(sb)
-	return sb, nil
+	return &claimed, nil
 }
 
 // cleanupLocked removes sandbox id, whose lock the caller holds.

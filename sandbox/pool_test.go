@@ -74,8 +74,17 @@ func TestPoolClaim(t *testing.T) {
 	if _, _, err := m.Claim(ctx, sandbox.ClaimOptions{Pool: "p", Name: "taken"}); !errors.Is(err, sandbox.ErrNameInUse) {
 		t.Fatalf("claim with a name in use: %v, want ErrNameInUse", err)
 	}
+	// Refused by the executor (a NUL in the environment), after the
+	// record the claim keeps for a reboot was written: the member goes
+	// back without it.
+	if _, _, err := m.Claim(ctx, sandbox.ClaimOptions{Pool: "p", Env: []string{"A=\x00"}}); !errors.Is(err, api.ErrBadRequest) {
+		t.Fatalf("claim with a NUL in its environment: %v, want a bad request", err)
+	}
 	if p, err := m.GetPool(ctx, "p"); err != nil || p.Ready != 2 {
 		t.Fatalf("pool after refused claims: %+v %v, want 2 ready", p, err)
+	}
+	if kept, _ := os.ReadDir(filepath.Join(m.Paths().Data, "records")); len(kept) != 1 { // "taken"'s
+		t.Fatalf("kept records after refused claims: %v, want taken's only", kept)
 	}
 
 	a, how, err := m.Claim(ctx, sandbox.ClaimOptions{Pool: "p", Name: "tenant-a", Env: []string{"TENANT=a"}, Workdir: "/work/a",
