@@ -2,7 +2,9 @@
 # run-tests.sh DIR USER [VAR=VALUE...]: run every compiled test binary in DIR
 # (built by `make test-bins`), each in its package directory, as USER (empty:
 # the caller). Prints one line per package and a closing count. TEST_RUN, when
-# set, is passed as -test.run (make test-pkg).
+# set, is passed as -test.run (make test-pkg). The tests' opt-in knobs
+# (BOTHY_POOL_CLAIMS, BOTHY_SLURM_TASKS, BOTHY_SLURM_BARE), when set, reach
+# USER's tests too, whose environment is otherwise only VAR=VALUE....
 set -uo pipefail
 dir=$1 user=$2
 shift 2
@@ -13,6 +15,10 @@ pass=0 fail=0 skip=0 failed_pkgs=()
 who=${user:-$(id -un)}
 run=()
 [ -n "${TEST_RUN:-}" ] && run=(-test.run "$TEST_RUN")
+knobs=()
+for k in BOTHY_POOL_CLAIMS BOTHY_SLURM_TASKS BOTHY_SLURM_BARE; do
+	[ -n "${!k:-}" ] && knobs+=("$k=${!k}")
+done
 echo "== tests as $who ($(id -u "$who" 2>/dev/null || id -u))"
 for bin in "$dir"/*.test; do
 	name=$(basename "$bin" .test)
@@ -23,7 +29,7 @@ for bin in "$dir"/*.test; do
 	if [ -n "$user" ]; then
 		home=$(getent passwd "$user" | cut -d: -f6)
 		(cd "$pkgdir" && setpriv --reuid="$user" --regid="$user" --init-groups \
-			env -i PATH="$PATH" HOME="$home" USER="$user" TMPDIR=/tmp "$@" \
+			env -i PATH="$PATH" HOME="$home" USER="$user" TMPDIR=/tmp "${knobs[@]}" "$@" \
 			"$bin" -test.v -test.timeout 15m "${run[@]}") >"$log" 2>&1
 	else
 		(cd "$pkgdir" && env "$@" "$bin" -test.v -test.timeout 15m "${run[@]}") >"$log" 2>&1
