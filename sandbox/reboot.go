@@ -274,18 +274,17 @@ func (p Paths) pruneKept() error {
 		_, uerr := os.Lstat(p.upperRoot(id))
 		return errors.Is(serr, os.ErrNotExist) && errors.Is(uerr, os.ErrNotExist)
 	}
+	removed := map[string]bool{}
 	for _, e := range entries {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && validID(id) && gone(id) {
-			errs = append(errs, p.removeKept(id))
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if rest, tmp := strings.CutPrefix(e.Name(), "."); !ok && tmp && strings.HasSuffix(rest, ".tmp") {
+			// A temporary record, .ID.RANDOM.tmp: its sandbox gone, its
+			// writer is too.
+			id, _, ok = strings.Cut(rest, ".")
 		}
-		// A temporary record, .ID.RANDOM.tmp: its sandbox gone, its
-		// writer is too.
-		if rest, ok := strings.CutPrefix(e.Name(), "."); ok && strings.HasSuffix(rest, ".tmp") {
-			if id, _, _ := strings.Cut(rest, "."); validID(id) && gone(id) {
-				if err := os.Remove(filepath.Join(p.records(), e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-					errs = append(errs, fmt.Errorf("remove temporary record: %w", err))
-				}
-			}
+		if ok && !removed[id] && validID(id) && gone(id) {
+			removed[id] = true
+			errs = append(errs, p.removeKept(id)) // the record and its temporary files
 		}
 	}
 	return errors.Join(errs...)

@@ -112,6 +112,13 @@ func TestDockerFlags(t *testing.T) {
 	if _, errOut, code := c.run("", "run", "--rm", "--env-file", "/nonexistent/env", "--", "true"); code == 0 || !strings.Contains(errOut, "--env-file") {
 		t.Errorf("a missing --env-file: exit %d %q", code, errOut)
 	}
+	badFile := filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(badFile, []byte("# ok\nA=1\n\n=no-name\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := c.run("", "run", "--rm", "--env-file", badFile, "--", "true"); code == 0 || !strings.Contains(errOut, "line 4: invalid variable name") {
+		t.Errorf("a bad --env-file line: exit %d %q", code, errOut)
+	}
 	// exec -d: back at once, the command runs on.
 	start := time.Now()
 	if out := c.ok("exec", "-d", "box", "--", "sh", "-c", "sleep 2; echo late > /late"); out != "" {

@@ -31,10 +31,14 @@ const pluginAsk = 2 * time.Second
 
 // sandboxPlugins asks a running sandbox's executor for its enabled plugins
 // (GET /alive, which starts none); nil when none is, or it does not answer.
-// With tokens, a running plugin's token is asked for too (a stopped one is
-// not: asking would start it).
-func sandboxPlugins(ctx context.Context, sb *sandbox.Sandbox, tokens bool) []pluginView {
+// A paused sandbox's executor is frozen and is not asked. With tokens, a
+// running plugin's token is asked for too (a stopped one is not: asking
+// would start it).
+func sandboxPlugins(ctx context.Context, m *sandbox.Manager, sb *sandbox.Sandbox, tokens bool) []pluginView {
 	if sb.Status != sandbox.StatusRunning {
+		return nil
+	}
+	if paused, _ := m.Paused(sb); paused {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, pluginAsk)

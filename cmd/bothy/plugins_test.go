@@ -61,6 +61,16 @@ func TestPluginURLs(t *testing.T) {
 	if p := plugin(); p.State != "stopped" {
 		t.Fatalf("inspect started the plugin: %+v", p)
 	}
+	// A paused sandbox's frozen executor is not asked: no plugins shown.
+	c.ok("pause", "vs")
+	var paused []inspectView
+	if err := json.Unmarshal([]byte(c.ok("inspect", "vs")), &paused); err != nil || len(paused) != 1 || paused[0].State.Status != "paused" || paused[0].Plugins != nil {
+		t.Fatalf("inspect of the paused sandbox: %+v %v", paused, err)
+	}
+	if out := c.ok("port", "vs"); out != "8080/tcp -> 127.0.0.1:"+m[1]+"\n" {
+		t.Errorf("bothy port of the paused sandbox: %q", out)
+	}
+	c.ok("unpause", "vs")
 
 	m2, err := sandboxManager(c)
 	if err != nil {

@@ -265,7 +265,9 @@ func withLabelFiles(files, list []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, lines...)
+		for _, l := range lines {
+			out = append(out, l.text)
+		}
 	}
 	return append(out, list...), nil
 }

@@ -640,7 +640,7 @@ Go client's sandbox.Sandbox.Client refuse anything else).`,
 					sb, err := m.Inspect(cmd.Context(), ref)
 					if err == nil {
 						v := vw.inspect(sb)
-						v.Plugins = sandboxPlugins(cmd.Context(), sb, true)
+						v.Plugins = sandboxPlugins(cmd.Context(), m, sb, true)
 						out = append(out, v)
 						continue
 					}
@@ -732,7 +732,7 @@ Code's: bothy inspect gives its token once it runs).`,
 				}
 			}
 			if len(args) == 1 && len(ports) > 0 {
-				for _, l := range pluginLines(sandboxPlugins(cmd.Context(), sb, false)) {
+				for _, l := range pluginLines(sandboxPlugins(cmd.Context(), m, sb, false)) {
 					fmt.Fprintln(cmd.OutOrStdout(), l)
 				}
 			}

@@ -100,9 +100,9 @@ func commandEnv(files, env []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, line := range lines {
-			if err := add(line); err != nil {
-				return nil, fmt.Errorf("--env-file %s: %w", f, err)
+		for _, l := range lines {
+			if err := add(l.text); err != nil {
+				return nil, fmt.Errorf("--env-file %s, line %d: %w", f, l.n, err)
 			}
 		}
 	}
@@ -114,19 +114,25 @@ func commandEnv(files, env []string) ([]string, error) {
 	return out, nil
 }
 
+// settingLine is a line of a settings file and its number (from 1).
+type settingLine struct {
+	n    int
+	text string
+}
+
 // settingLines are the lines of a Docker-style settings file (--env-file,
 // --label-file): leading blanks and a trailing CR dropped, blank lines and
 // lines starting with # skipped.
-func settingLines(flag, file string) ([]string, error) {
+func settingLines(flag, file string) ([]settingLine, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
+	var out []settingLine
+	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimLeft(strings.TrimRight(line, "\r"), " \t")
 		if strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
+			out = append(out, settingLine{i + 1, line})
 		}
 	}
 	return out, nil
