@@ -43,7 +43,7 @@ import (
 // build sandboxes.
 func TestMain(m *testing.M) {
 	ipc.Dispatch()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // jqRecipe installs a real, small package from Debian's archive.

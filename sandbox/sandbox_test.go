@@ -28,7 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	trace.Configure(trace.FromEnv()) // as bothy-init's main does
 	ipc.Dispatch()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // newManager returns a manager over fresh directories with busybox imported.

@@ -16,7 +16,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testenv.UMLInit()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // quotaImage makes a sparse ext4 image with project quotas (the quota and

@@ -57,6 +57,17 @@ func setup() {
 	}
 }
 
+// Run runs a package's tests and then removes the fixtures directory, which
+// outlives every test (the images and executor are made once per binary):
+// a TestMain of a package that uses testenv ends with os.Exit(testenv.Run(m)).
+func Run(m *testing.M) int {
+	code := m.Run()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+	return code
+}
+
 func fixtures(t testing.TB) {
 	t.Helper()
 	once.Do(setup)

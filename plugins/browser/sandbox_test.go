@@ -26,7 +26,7 @@ import (
 
 func TestMain(m *testing.M) {
 	ipc.Dispatch() // this binary is the sandboxes' container init too
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // The site the tests browse, served inside the sandbox on its loopback by

@@ -63,13 +63,13 @@ def scenario(user: str, bothy: str, c: Dict[str, str]) -> Dict[str, Any]:
 
 
 @pytest.mark.parametrize("user", ["root", USER])
-def test_slurm_array(user: str, bothy: str, request: pytest.FixtureRequest) -> None:
+def test_slurm_array(user: str, bothy: str, request: pytest.FixtureRequest, tmp_path: Any) -> None:
     """submit runs every task in a sandbox from the shared store, with its
     input, and yields each result once: its exit code (the command's),
     stdout, and stats (the task's own array ids, usage); a cancelled task
     is CANCELLED with no exit code and leaves no sandbox running."""
     if os.geteuid() != 0:
-        p = subprocess.run([CLUSTER, "start", tempfile.mkdtemp()], capture_output=True, text=True)
+        p = subprocess.run([CLUSTER, "start", str(tmp_path)], capture_output=True, text=True)
         assert p.returncode != 0 and "run as root" in p.stderr, p
         return
     c = request.getfixturevalue("cluster")
