@@ -24,6 +24,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
+	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/oci"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -229,6 +230,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			warnIgnoredLimits(cmd, sb)
 			warnUnmappedOwners(cmd, sb)
 			warnMissingPlugins(cmd, sb, opts.Plugins)
+			trace.Mark("bothy", "run: warnings checked")
 			var code int
 			var runErr error
 			if tty {
@@ -236,11 +238,13 @@ func newRunCmd(g *globals) *cobra.Command {
 			} else {
 				code, runErr = streamCommand(cmd, sb, argv, stdin, timeout)
 			}
+			trace.Mark("bothy", "run: command exited")
 			ctx := cmd.Context()
 			if ctx.Err() != nil {
 				ctx = context.WithoutCancel(ctx)
 			}
 			stopErr := m.Stop(ctx, sb.ID, 2*time.Second)
+			trace.Mark("bothy", "run: stopped")
 			if stopErr != nil && runErr == nil {
 				runErr = stopErr
 			}
