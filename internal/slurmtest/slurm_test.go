@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,9 +185,10 @@ func leftovers(t *testing.T, user, job string, ids []string) []string {
 
 // TestSlurm runs bothy under a real Slurm, as root and as bothy-test: a job
 // array whose every task runs a sandbox from the shared store (all results
-// collected), scancel of a job with a detached and a foreground sandbox,
-// and a job killed by its time limit; neither leaves a sandbox, process,
-// cgroup or record. Unprivileged, starting the cluster is refused.
+// collected), scancel of a job with a detached and a foreground sandbox, a
+// job killed by its time limit, and jobs on a node that fails; none leaves a
+// sandbox, process, cgroup or record. Unprivileged, starting the cluster is
+// refused.
 func TestSlurm(t *testing.T) {
 	if os.Geteuid() != 0 {
 		out, err := exec.Command(scriptPath("slurm-cluster.sh"), "start", t.TempDir()).CombinedOutput()
@@ -210,6 +212,8 @@ func TestSlurm(t *testing.T) {
 			t.Run(user+"/timelimit", func(t *testing.T) { t.Parallel(); testTimeLimit(t, user) })
 		}
 	})
+	// Alone: a node that fails takes every job on it.
+	t.Run("nodefail", func(t *testing.T) { testNodeFail(t, users) })
 	t.Run("array", func(t *testing.T) {
 		for _, user := range users {
 			n := tasks
@@ -413,4 +417,68 @@ func testTimeLimit(t *testing.T, user string) {
 		"exec %s --image-store %s run --rm -- sleep 1000\n", bothyBin, store), 1, "--time=1")
 	inJobCgroup(t, user, job, sbs)
 	nothingLeft(t, user, job, sbs, 3*time.Minute)
+}
+
+// testNodeFail: each user's job runs a detached and a foreground sandbox
+// when its node fails, as slurmctld declares it (scontrol's State=DOWN, what
+// it does when slurmd stops answering): the jobs end NODE_FAIL (not
+// requeued), and nothing of their sandboxes is left, by proctrack/cgroup and
+// the epilog as for scancel. The node is then resumed for the next tests.
+func testNodeFail(t *testing.T, users []string) {
+	jobs := map[string]string{}
+	running := map[string][]sandboxRecord{}
+	for _, user := range users {
+		jobs[user], running[user] = runningJob(t, user, "nodefail-"+user+".sh", fmt.Sprintf(
+			"%[1]s --image-store %[2]s run -d -- sleep 1000 >/dev/null\nexec %[1]s --image-store %[2]s run --rm -- sleep 1000\n", bothyBin, store), 2, "--no-requeue")
+		inJobCgroup(t, user, jobs[user], running[user])
+	}
+	node, err := as("root", "squeue", "-h", "-j", jobs["root"], "-o", "%N")
+	if node = strings.TrimSpace(node); err != nil || node == "" {
+		t.Fatalf("the job's node: %q %v", node, err)
+	}
+	if _, err := as("root", "scontrol", "update", "NodeName="+node, "State=DOWN", "Reason=bothy node-failure test"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// ReturnToService=2 may have resumed it already.
+		_, _ = as("root", "scontrol", "update", "NodeName="+node, "State=RESUME")
+		if !waitFor(time.Minute, func() bool {
+			out, _ := as("root", "sinfo", "-h", "-n", node, "-o", "%T")
+			return strings.TrimSpace(out) == "idle"
+		}) {
+			t.Errorf("node %s not idle again after the test", node)
+		}
+	}()
+	// A job's record goes MinJobAge (2 s) after it ends: both jobs'
+	// states are looked at together until then.
+	var ids []string
+	for _, user := range users {
+		ids = append(ids, jobs[user])
+	}
+	seen := map[string][]string{}
+	waitFor(time.Minute, func() bool {
+		out, err := as("root", "squeue", "-h", "-t", "all", "-j", strings.Join(ids, ","), "-o", "%i %T")
+		if err != nil {
+			return true // gone
+		}
+		failed := 0
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			id, st, _ := strings.Cut(line, " ")
+			if st != "" && !slices.Contains(seen[id], st) {
+				seen[id] = append(seen[id], st)
+			}
+			if st == "NODE_FAIL" {
+				failed++
+			}
+		}
+		return failed == len(ids)
+	})
+	for _, user := range users {
+		if !slices.Contains(seen[jobs[user]], "NODE_FAIL") {
+			t.Errorf("%s's job %s on a failed node went through %v, want NODE_FAIL", user, jobs[user], seen[jobs[user]])
+		}
+	}
+	for _, user := range users {
+		nothingLeft(t, user, jobs[user], running[user], time.Minute)
+	}
 }
