@@ -216,6 +216,14 @@ func TestSecurityOptions(t *testing.T) {
 	if got := status(def, "CapEff"); got != "00000000a80425fb" {
 		t.Errorf("default CapEff %s, want Docker's 00000000a80425fb", got)
 	}
+	// Rootless, the launcher holds every capability of its namespace as an
+	// ambient one (userns.allCaps): none may reach the sandbox, whose PID 1
+	// (the executor) and commands have the spec's sets only.
+	for _, f := range []string{"/proc/self/status", "/proc/1/status"} {
+		if got := run(t, def, "grep -E '^Cap(Amb|Inh):' "+f+" | tr -d ' \t\n'"); got != "CapInh:0000000000000000CapAmb:0000000000000000" {
+			t.Errorf("%s: %s, want no inheritable or ambient capability", f, got)
+		}
+	}
 	if got := run(t, def, "df -k /dev/shm | tail -1 | awk '{print $2}'"); got != "65536" {
 		t.Errorf("/dev/shm size %s KiB, want 65536", got)
 	}

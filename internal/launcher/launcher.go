@@ -66,8 +66,8 @@ func launcherMain() int {
 	var req ipc.LaunchRequest
 	pid, err := 0, userns.WaitMapped()
 	if err == nil {
-		// Kept across WaitMapped's execve, and by nothing the launcher
-		// starts.
+		// Inherited without close-on-exec; nothing the launcher starts
+		// keeps it.
 		syscall.CloseOnExec(ipc.LaunchFD)
 		if _, err = ipc.Receive(conn, &req); err != nil {
 			err = fmt.Errorf("read launch request: %w", err)

@@ -156,7 +156,12 @@ func toSys(in []specs.LinuxIDMapping) []syscall.SysProcIDMap {
 // setuid helpers write its maps in the background; the child waits for them
 // before it runs on. The returned func waits for the helpers.
 func startSubID(cmd *exec.Cmd, m Mapping) (func() error, error) {
+	caps, err := allCaps()
+	if err != nil {
+		return nil, err
+	}
 	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+	cmd.SysProcAttr.AmbientCaps = caps
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -202,10 +207,9 @@ func startSubID(cmd *exec.Cmd, m Mapping) (func() error, error) {
 	return sync.OnceValue(func() error { return <-result }), nil
 }
 
-// WaitMapped blocks a re-executed child until its parent has written its id
-// maps (see startSubID), then executes itself again: capabilities are
-// computed at execve, and the first one ran before the maps existed, as an
-// unmapped user with none. The second runs as root in the namespace.
+// WaitMapped blocks a child started by Start until its parent has written
+// its id maps (see startSubID): it is then root in its user namespace, with
+// the capabilities it was started with (ambient ones, see allCaps).
 func WaitMapped() error {
 	fdStr := os.Getenv(syncEnv)
 	if fdStr == "" {
@@ -222,8 +226,30 @@ func WaitMapped() error {
 		return fmt.Errorf("parent did not map the user namespace: %w", err)
 	}
 	os.Unsetenv(syncEnv)
-	if err := syscall.Exec("/proc/self/exe", os.Args, os.Environ()); err != nil {
-		return fmt.Errorf("re-execute in user namespace: %w", err)
-	}
 	return nil
 }
+
+// allCaps lists every capability this kernel has (0 to cap_last_cap), raised
+// as ambient ones in a child of startSubID before its execve: it runs that
+// execve before its maps exist, as a user that is not root in its namespace,
+// and an execve gives such a user no capabilities but its ambient ones (so
+// it once had to execute itself again once mapped, which cost a second start
+// of the binary). They are its namespace's, which it holds in full from its
+// clone; once mapped it is root there, as it would be after a second execve.
+// What it starts as root gets the full set anyway, and libcontainer sets a
+// sandbox's own sets, ambient included, from its spec.
+var allCaps = sync.OnceValues(func() ([]uintptr, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return nil, fmt.Errorf("read the kernel's last capability: %w", err)
+	}
+	last, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || last < 0 || last > 63 {
+		return nil, fmt.Errorf("the kernel's last capability: %q", b)
+	}
+	caps := make([]uintptr, last+1)
+	for i := range caps {
+		caps[i] = uintptr(i)
+	}
+	return caps, nil
+})
