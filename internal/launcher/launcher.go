@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/trace"
@@ -62,6 +63,7 @@ func containerInit() int {
 // CLI created for it. It reads a LaunchRequest and then a GoAhead on its
 // launch channel (ipc.LaunchFD), and answers a LaunchResult there.
 func launcherMain() int {
+	go warmJSON()
 	conn := os.NewFile(ipc.LaunchFD, "launch")
 	var req ipc.LaunchRequest
 	pid, err := 0, userns.WaitMapped()
@@ -97,6 +99,16 @@ func launcherMain() int {
 		return 1
 	}
 	return 0
+}
+
+// warmJSON has encoding/json analyse the types the launch encodes and
+// decodes (the bundle's spec, libcontainer's config and state), while the
+// launcher waits for its id maps and the go-ahead: it does so once per type
+// and process, and a bundle's decode spent most of its time there.
+func warmJSON() {
+	for _, v := range []any{&specs.Spec{}, &configs.Config{}, &libcontainer.State{}} {
+		_, _ = json.Marshal(v)
+	}
 }
 
 // waitGo blocks until the CLI has written the bundle: it starts the
