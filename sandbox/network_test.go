@@ -49,8 +49,15 @@ type netEnv struct {
 }
 
 // testPorts is where the tests' published ports are allocated: apart from
-// bothy's defaults and from package network's tests.
-var testPorts = network.PortRange{First: 34000, Last: 34999}
+// bothy's defaults and from package network's tests, and root's apart from
+// the unprivileged user's (the halves of make test run at once, and root's
+// published ports are nftables rules an unprivileged allocator cannot see).
+var testPorts = func() network.PortRange {
+	if os.Geteuid() == 0 {
+		return network.PortRange{First: 34000, Last: 34499}
+	}
+	return network.PortRange{First: 34500, Last: 34999}
+}()
 
 func newNetEnv(t *testing.T) *netEnv {
 	t.Helper()

@@ -78,11 +78,16 @@ type killEnv struct {
 
 // networkEnv gives the test's sandboxes on bridge a network of their own:
 // as root a bridge instance, subnets and nftables tables nothing else uses;
-// a port range apart from bothy's defaults and other tests'.
+// a port range apart from bothy's defaults and other tests', and root's
+// apart from the unprivileged user's, as bothy's defaults are: root's
+// published ports are nftables rules, which an unprivileged allocator
+// cannot see, and the two halves of make test run at once (a rootless
+// sandbox's port once answered with root's sandbox).
 func (k *killEnv) networkEnv() []string {
 	n := rand.IntN(250)
-	env := []string{"BOTHY_PORT_RANGE=35000-35999"}
+	env := []string{"BOTHY_PORT_RANGE=35500-35999"}
 	if os.Geteuid() == 0 {
+		env = []string{"BOTHY_PORT_RANGE=35000-35499"}
 		k.instance = fmt.Sprintf("k%04x", rand.IntN(1<<16))
 		env = append(env, "BOTHY_NETWORK_INSTANCE="+k.instance,
 			fmt.Sprintf("BOTHY_NETWORK_SUBNET=10.193.%d.0/24", n),

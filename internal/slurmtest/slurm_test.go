@@ -427,6 +427,11 @@ func testTimeLimit(t *testing.T, user string) {
 func testNodeFail(t *testing.T, users []string) {
 	jobs := map[string]string{}
 	running := map[string][]sandboxRecord{}
+	t.Cleanup(func() { // a test that failed half way leaves no job for the arrays
+		for _, job := range jobs {
+			_, _ = as("root", "scancel", job)
+		}
+	})
 	for _, user := range users {
 		jobs[user], running[user] = runningJob(t, user, "nodefail-"+user+".sh", fmt.Sprintf(
 			"%[1]s --image-store %[2]s run -d -- sleep 1000 >/dev/null\nexec %[1]s --image-store %[2]s run --rm -- sleep 1000\n", bothyBin, store), 2, "--no-requeue")
