@@ -30,6 +30,13 @@ def test_pty(sb: Sandbox) -> None:
     assert t.write("hi\r") == 3
     _wait_for(t, b"got hi")
     assert t.resize(40, 100).rows == 40
+    # Ctrl-C once sleep runs: one that lands between the shell's fork and
+    # sleep's exec is taken by the shell's child, and sleep runs on (under
+    # load, 4 of 80 tries here).
+    deadline = time.monotonic() + 30
+    while sb.run('for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] && exit 0; done; exit 1').exit_code != 0:
+        assert time.monotonic() < deadline, "sleep never ran"
+        time.sleep(0.02)
     t.write("\x03")  # Ctrl-C: SIGINT to the foreground group (sh and sleep)
     st = t.wait(30)
     assert not st.running and st.exit_code == 130, st
