@@ -274,20 +274,32 @@ func (p Paths) pruneKept() error {
 		_, uerr := os.Lstat(p.upperRoot(id))
 		return errors.Is(serr, os.ErrNotExist) && errors.Is(uerr, os.ErrNotExist)
 	}
-	removed := map[string]bool{}
+	seen := map[string]bool{}
 	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if rest, tmp := strings.CutPrefix(e.Name(), "."); !ok && tmp && strings.HasSuffix(rest, ".tmp") {
-			// A temporary record, .ID.RANDOM.tmp: its sandbox gone, its
-			// writer is too.
-			id, _, ok = strings.Cut(rest, ".")
+		id, ok := keptRecordID(e.Name())
+		if !ok || seen[id] || !validID(id) {
+			continue
 		}
-		if ok && !removed[id] && validID(id) && gone(id) {
-			removed[id] = true
+		seen[id] = true
+		if gone(id) {
 			errs = append(errs, p.removeKept(id)) // the record and its temporary files
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// keptRecordID is the sandbox a file of records/ belongs to: its record,
+// ID.json, or a temporary one a killed writer left, .ID.RANDOM.tmp (its
+// sandbox gone, its writer is too).
+func keptRecordID(name string) (string, bool) {
+	if id, ok := strings.CutSuffix(name, ".json"); ok {
+		return id, true
+	}
+	if rest, ok := strings.CutPrefix(name, "."); ok && strings.HasSuffix(rest, ".tmp") {
+		id, _, ok := strings.Cut(rest, ".")
+		return id, ok
+	}
+	return "", false
 }
 
 // saveRecord keeps sb's record (see Paths.saveRecord).

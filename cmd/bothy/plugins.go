@@ -29,16 +29,14 @@ type pluginView struct {
 // whose executor does not answer shows no plugins, never a hang.
 const pluginAsk = 2 * time.Second
 
-// sandboxPlugins asks a running sandbox's executor for its enabled plugins
-// (GET /alive, which starts none); nil when none is, or it does not answer.
-// A paused sandbox's executor is frozen and is not asked. With tokens, a
+// sandboxPlugins asks the executor of a sandbox whose state (viewer.state)
+// is running for its enabled plugins (GET /alive, which starts none); nil
+// when none is, or it does not answer. Any other state gets nil: a paused
+// sandbox's executor is frozen, a stopped one's is gone. With tokens, a
 // running plugin's token is asked for too (a stopped one is not: asking
 // would start it).
-func sandboxPlugins(ctx context.Context, m *sandbox.Manager, sb *sandbox.Sandbox, tokens bool) []pluginView {
-	if sb.Status != sandbox.StatusRunning {
-		return nil
-	}
-	if paused, _ := m.Paused(sb); paused {
+func sandboxPlugins(ctx context.Context, sb *sandbox.Sandbox, state string, tokens bool) []pluginView {
+	if state != string(sandbox.StatusRunning) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, pluginAsk)

@@ -644,7 +644,7 @@ Go client's sandbox.Sandbox.Client refuse anything else).`,
 					sb, err := m.Inspect(cmd.Context(), ref)
 					if err == nil {
 						v := vw.inspect(sb)
-						v.Plugins = sandboxPlugins(cmd.Context(), m, sb, true)
+						v.Plugins = sandboxPlugins(cmd.Context(), sb, v.State.Status, true)
 						out = append(out, v)
 						continue
 					}
@@ -736,7 +736,8 @@ Code's: bothy inspect gives its token once it runs).`,
 				}
 			}
 			if len(args) == 1 && len(ports) > 0 {
-				for _, l := range pluginLines(sandboxPlugins(cmd.Context(), m, sb, false)) {
+				state, _ := newViewer(cmd.Context(), m).state(sb)
+				for _, l := range pluginLines(sandboxPlugins(cmd.Context(), sb, state, false)) {
 					fmt.Fprintln(cmd.OutOrStdout(), l)
 				}
 			}

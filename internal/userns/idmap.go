@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/moby/sys/capability"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
@@ -239,13 +240,9 @@ func WaitMapped() error {
 // What it starts as root gets the full set anyway, and libcontainer sets a
 // sandbox's own sets, ambient included, from its spec.
 var allCaps = sync.OnceValues(func() ([]uintptr, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	last, err := capability.LastCap()
 	if err != nil {
-		return nil, fmt.Errorf("read the kernel's last capability: %w", err)
-	}
-	last, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || last < 0 || last > 63 {
-		return nil, fmt.Errorf("the kernel's last capability: %q", b)
+		return nil, fmt.Errorf("the kernel's last capability: %w", err)
 	}
 	caps := make([]uintptr, last+1)
 	for i := range caps {
