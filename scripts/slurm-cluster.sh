@@ -11,6 +11,8 @@
 # DIR defaults to /var/tmp/bothy-slurm. Clients use SLURM_CONF=DIR/slurm.conf.
 # BOTHY=path/to/bothy is what the Epilog= (scripts/slurm-epilog.sh) runs.
 # Ports: SLURMCTLD_PORT (default 16817) and SLURMD_PORT (16818), on 127.0.0.1.
+# SLURM_FIRST_JOB_ID (default 1): where its job IDs start, for a second
+# cluster on the same host (job cgroups and epilog prunes go by job ID).
 set -euo pipefail
 
 cmd=${1:-}
@@ -93,6 +95,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MaxArraySize=10001
 MaxJobCount=20000
+# Two clusters on one host share its job cgroups (slurm_NODE/uid_U/job_N)
+# and root's sandboxes, which epilogs prune by job ID: give each its IDs.
+FirstJobId=${SLURM_FIRST_JOB_ID:-1}
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:25
 EOF

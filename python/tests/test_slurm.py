@@ -29,7 +29,9 @@ def cluster(bothy: str) -> Iterator[Dict[str, str]]:
     prepared, both removed afterwards."""
     d = tempfile.mkdtemp(prefix="bothy-pyslurm-", dir="/var/tmp")
     os.chmod(d, 0o755)
-    env = dict(os.environ, BOTHY=bothy, SLURMCTLD_PORT="16857", SLURMD_PORT="16858")
+    # Job IDs of its own: internal/slurmtest's cluster may run at once, on the
+    # same host's job cgroups and root's sandboxes (pruned by job ID).
+    env = dict(os.environ, BOTHY=bothy, SLURMCTLD_PORT="16857", SLURMD_PORT="16858", SLURM_FIRST_JOB_ID="500000")
     c = os.path.join(d, "cluster")
     try:
         p = subprocess.run([CLUSTER, "start", c], env=env, capture_output=True, text=True)
