@@ -421,6 +421,11 @@ func (c *creation) recordSandbox(context.Context) error {
 	if err := writeState(c.dir, c.sb); err != nil {
 		return err
 	}
+	if o.Pool != "" {
+		if err := c.m.paths.makeClaimFiles(c.id); err != nil {
+			return err
+		}
+	}
 	trace.Mark("bothy", "state written")
 	return nil
 }

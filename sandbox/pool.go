@@ -412,7 +412,7 @@ func (m *Manager) claimMember(ctx context.Context, opts ClaimOptions, id string)
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		_ = m.saveRecord(&claimed) // a record not kept costs only a start after a reboot
+		_ = m.paths.saveRecordVia(&claimed, claimRecordFile(id)) // a record not kept costs only a start after a reboot
 	}()
 	c := sb.Client()
 	defer c.Close()
@@ -438,7 +438,7 @@ func (m *Manager) claimMember(ctx context.Context, opts ClaimOptions, id string)
 		return nil, discard(err)
 	}
 	trace.Mark("bothy", "executor claimed")
-	if err := writeState(claimed.Dir, &claimed); err != nil {
+	if err := writeStateVia(claimed.Dir, &claimed, claimStateFile); err != nil {
 		// Claimed but not recorded: the key in the record opens nothing.
 		m.paths.releaseName(opts.Name, id)
 		_ = m.cleanupLocked(context.WithoutCancel(ctx), id)

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bothy-sandbox/bothy/internal/atomicfile"
 )
 
 // A sandbox's state directory (its record, create.json, the bundle,
@@ -62,7 +64,18 @@ func bootID() string {
 // saveRecord writes sb's record and its create.json to the data tree
 // (atomically). A sandbox waiting in a pool, or one without a create.json
 // (made by an older bothy), keeps none: Start could not bring it back.
-func (p Paths) saveRecord(sb *Sandbox) error {
+func (p Paths) saveRecord(sb *Sandbox) error { return p.saveRecordVia(sb, "") }
+
+// claimRecordFile is the temporary file a pool member's claim writes its
+// kept record through, made empty with the member (makeClaimFiles), as
+// claimStateFile is. Its name is one of the temporary names a killed
+// writer leaves, which removeKept and pruneKept remove with the sandbox.
+func claimRecordFile(id string) string { return "." + id + ".claim.tmp" }
+
+// saveRecordVia is saveRecord through spare, a file of the records
+// directory made earlier that only its caller writes (claimRecordFile);
+// "", or a spare that is not there, makes one.
+func (p Paths) saveRecordVia(sb *Sandbox, spare string) error {
 	if sb.Pool != "" {
 		return nil
 	}
@@ -82,21 +95,43 @@ func (p Paths) saveRecord(sb *Sandbox) error {
 	if err := privateSubdir(p.records()); err != nil {
 		return err
 	}
-	// Named after the sandbox: pruneKept removes one a killed writer left.
-	tmp, err := os.CreateTemp(p.records(), "."+sb.ID+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("keep sandbox record: %w", err)
+	var tmp *os.File
+	if spare != "" {
+		path := filepath.Join(p.records(), spare)
+		if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			tmp = os.NewFile(uintptr(fd), path)
+		}
+	}
+	if tmp == nil {
+		// Named after the sandbox: pruneKept removes one a killed writer left.
+		if tmp, err = os.CreateTemp(p.records(), "."+sb.ID+".*.tmp"); err != nil {
+			return fmt.Errorf("keep sandbox record: %w", err)
+		}
 	}
 	_, werr := tmp.Write(data)
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp.Name(), p.recordPath(sb.ID))
+		werr = atomicfile.Replace(tmp.Name(), p.recordPath(sb.ID))
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("keep sandbox record: %w", werr)
+	}
+	return nil
+}
+
+// makeClaimFiles makes a pool member's claimStateFile and
+// claimRecordFile, empty, before it is a member.
+func (p Paths) makeClaimFiles(id string) error {
+	if err := privateSubdir(p.records()); err != nil {
+		return err
+	}
+	for _, path := range []string{filepath.Join(p.dir(id), claimStateFile), filepath.Join(p.records(), claimRecordFile(id))} {
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			return fmt.Errorf("make the claim's files: %w", err)
+		}
 	}
 	return nil
 }
