@@ -22,7 +22,6 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
-	"github.com/bothy-sandbox/bothy/internal/atomicfile"
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/splice"
 )
@@ -239,7 +238,7 @@ func writeKey(dir, key string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = atomicfile.Replace(tmp, filepath.Join(dir, forwarderKey))
+		err = os.Rename(tmp, filepath.Join(dir, forwarderKey))
 	}
 	if err != nil {
 		_ = os.Remove(tmp)

@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/bothy-sandbox/bothy/internal/atomicfile"
 )
 
 // A sandbox's state directory (its record, create.json, the bundle,
@@ -95,25 +93,17 @@ func (p Paths) saveRecordVia(sb *Sandbox, spare string) error {
 	if err := privateSubdir(p.records()); err != nil {
 		return err
 	}
-	var tmp *os.File
-	if spare != "" {
-		path := filepath.Join(p.records(), spare)
-		if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-			tmp = os.NewFile(uintptr(fd), path)
-		}
-	}
-	if tmp == nil {
-		// Named after the sandbox: pruneKept removes one a killed writer left.
-		if tmp, err = os.CreateTemp(p.records(), "."+sb.ID+".*.tmp"); err != nil {
-			return fmt.Errorf("keep sandbox record: %w", err)
-		}
+	// Named after the sandbox: pruneKept removes one a killed writer left.
+	tmp, err := tempFile(p.records(), spare, "."+sb.ID+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("keep sandbox record: %w", err)
 	}
 	_, werr := tmp.Write(data)
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = atomicfile.Replace(tmp.Name(), p.recordPath(sb.ID))
+		werr = os.Rename(tmp.Name(), p.recordPath(sb.ID))
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())

@@ -16,7 +16,6 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/executor/mainlog"
-	"github.com/bothy-sandbox/bothy/internal/atomicfile"
 	"github.com/bothy-sandbox/bothy/internal/names"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/network"
@@ -235,7 +234,8 @@ func writeState(dir string, s *Sandbox) error { return writeStateVia(dir, s, "")
 // member (makeClaimFiles), so that its claim, which rewrites the record,
 // creates no file: on a filesystem whose inode allocator skips recently
 // freed inodes (ext4 without a journal, after the churn of many
-// sandboxes), a file's creation took 1 to 1.5 ms of a claim's 3.
+// sandboxes), a file's creation took 1 to 1.5 ms of a claim's 3
+// (docs/pools.md).
 const claimStateFile = ".state-claim"
 
 // writeStateVia is writeState through spare, a file of dir made earlier
@@ -247,17 +247,9 @@ func writeStateVia(dir string, s *Sandbox, spare string) error {
 	if err != nil {
 		return err
 	}
-	var tmp *os.File
-	if spare != "" {
-		path := filepath.Join(dir, spare)
-		if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-			tmp = os.NewFile(uintptr(fd), path)
-		}
-	}
-	if tmp == nil {
-		if tmp, err = os.CreateTemp(dir, ".state-*"); err != nil {
-			return fmt.Errorf("write sandbox state: %w", err)
-		}
+	tmp, err := tempFile(dir, spare, ".state-*")
+	if err != nil {
+		return fmt.Errorf("write sandbox state: %w", err)
 	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
@@ -268,11 +260,25 @@ func writeStateVia(dir string, s *Sandbox, spare string) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write sandbox state: %w", err)
 	}
-	if err := atomicfile.Replace(tmp.Name(), filepath.Join(dir, stateFile)); err != nil {
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, stateFile)); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write sandbox state: %w", err)
 	}
 	return nil
+}
+
+// tempFile opens the temporary file an atomic rewrite in dir writes before
+// renaming it: spare, a file of dir made earlier that only the caller
+// writes, emptied, if there is one (see claimStateFile); otherwise a new
+// file named after pattern (os.CreateTemp).
+func tempFile(dir, spare, pattern string) (*os.File, error) {
+	if spare != "" {
+		path := filepath.Join(dir, spare)
+		if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			return os.NewFile(uintptr(fd), path), nil
+		}
+	}
+	return os.CreateTemp(dir, pattern)
 }
 
 // readState reads a record and derives its status from the processes and,
