@@ -15,8 +15,8 @@
 # COMPLETING until its epilog ends, and a prune that hung would hold it
 # there (what a killed prune leaves, the next bothy prune removes).
 set -u
-# slurmd gives epilogs no PATH: the shell's default finds runuser in sbin,
-# timeout's execvp would not.
+# slurmd gives epilogs no PATH: timeout's execvp would not find setpriv
+# and bothy without one.
 export PATH="${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"
 BOTHY=${BOTHY:-bothy}
 [ -n "${SLURM_JOB_ID:-}" ] || { echo "slurm-epilog: SLURM_JOB_ID is not set" >&2; exit 0; }
@@ -28,8 +28,20 @@ if [ "$user" = root ] || [ "$(id -un)" = "$user" ]; then
 	# shellcheck disable=SC2086
 	timeout -k 5 "$limit" env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
 else
+	# As the job's user, by setpriv (util-linux): its uid, primary group and
+	# groups, no capability left, and the HOME bothy finds its default
+	# state directories from. runuser, which does the same through PAM,
+	# took twice the time (7.8 against 4.4 ms here), on every job's end.
+	home=$(getent passwd "$user" | cut -d: -f6)
+	gid=$(id -g "$user" 2>/dev/null)
+	if [ -z "$home" ] || [ -z "$gid" ]; then
+		echo "slurm-epilog: no such user $user" >&2
+		exit 0
+	fi
 	# shellcheck disable=SC2086
-	timeout -k 5 "$limit" runuser -u "$user" -- env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+	timeout -k 5 "$limit" setpriv --reuid="$user" --regid="$gid" --init-groups --inh-caps=-all -- \
+		env -u XDG_RUNTIME_DIR HOME="$home" USER="$user" LOGNAME="$user" \
+		"$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
 fi
 # An epilog that fails drains the node: a sandbox that could not be
 # removed is reported in slurmd's log, not by draining.
