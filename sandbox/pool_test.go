@@ -166,6 +166,58 @@ func TestPoolClaim(t *testing.T) {
 	}
 }
 
+// TestPoolClaimFiles: a member's claim rewrites its records through the
+// two files made with it (no file created on the claim's path): they are
+// there while it waits, gone once it is claimed, its state and kept record
+// written; a member removed with its pool leaves neither.
+func TestPoolClaimFiles(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	newPool(t, m, "p", 2)
+	members := poolSandboxes(t, m, "p")
+	if len(members) != 2 {
+		t.Fatalf("%d sandboxes in the pool, want 2", len(members))
+	}
+	records := filepath.Join(m.Paths().Data, "records")
+	files := func(id string) []string {
+		var there []string
+		for _, f := range []string{filepath.Join(m.Paths().State, "sb", id, ".state-claim"), filepath.Join(records, "."+id+".claim.tmp")} {
+			if _, err := os.Lstat(f); err == nil {
+				there = append(there, f)
+			}
+		}
+		return there
+	}
+	for _, sb := range members {
+		if got := files(sb.ID); len(got) != 2 {
+			t.Fatalf("member %s has %v, want its two claim files", sb.ShortID(), got)
+		}
+	}
+	sb, _, err := m.Claim(ctx, sandbox.ClaimOptions{Pool: "p", Name: "claimed", NoColdStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := files(sb.ID); len(got) != 0 {
+		t.Fatalf("claimed sandbox still has %v: the claim made files of its own", got)
+	}
+	if got, err := m.Get(ctx, "claimed"); err != nil || got.ID != sb.ID || got.Pool != "" {
+		t.Fatalf("claimed sandbox's record: %+v %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(records, sb.ID+".json")); err != nil {
+		t.Fatalf("claimed sandbox's kept record: %v", err)
+	}
+	if err := m.RemovePool(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range members {
+		if other.ID != sb.ID {
+			if got := files(other.ID); len(got) != 0 {
+				t.Fatalf("removed member left %v", got)
+			}
+		}
+	}
+}
+
 // TestPoolParallelClaims: parallel claims never share a sandbox; an empty
 // pool gives a cold start, reported (or ErrPoolEmpty when asked); parallel
 // fillers never overfill the pool.

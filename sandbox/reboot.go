@@ -113,15 +113,18 @@ func (p Paths) saveRecordVia(sb *Sandbox, spare string) error {
 }
 
 // makeClaimFiles makes a pool member's claimStateFile and
-// claimRecordFile, empty, before it is a member.
+// claimRecordFile, empty, before it is a member: new files (O_EXCL, which
+// follows no symlink), in the caller's private state and data trees.
 func (p Paths) makeClaimFiles(id string) error {
 	if err := privateSubdir(p.records()); err != nil {
 		return err
 	}
 	for _, path := range []string{filepath.Join(p.dir(id), claimStateFile), filepath.Join(p.records(), claimRecordFile(id))} {
-		if err := os.WriteFile(path, nil, 0o600); err != nil {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
 			return fmt.Errorf("make the claim's files: %w", err)
 		}
+		f.Close()
 	}
 	return nil
 }

@@ -273,9 +273,8 @@ func writeStateVia(dir string, s *Sandbox, spare string) error {
 // file named after pattern (os.CreateTemp).
 func tempFile(dir, spare, pattern string) (*os.File, error) {
 	if spare != "" {
-		path := filepath.Join(dir, spare)
-		if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-			return os.NewFile(uintptr(fd), path), nil
+		if f, err := os.OpenFile(filepath.Join(dir, spare), os.O_WRONLY|os.O_TRUNC|unix.O_NOFOLLOW, 0); err == nil {
+			return f, nil
 		}
 	}
 	return os.CreateTemp(dir, pattern)
