@@ -17,8 +17,9 @@ import (
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
-// newPool makes and fills a pool of size busybox sandboxes with env.
-func newPool(t *testing.T, m *sandbox.Manager, name string, size int, env ...string) {
+// newPool makes and fills a pool of size busybox sandboxes with env, and
+// returns its members.
+func newPool(t *testing.T, m *sandbox.Manager, name string, size int, env ...string) []*sandbox.Sandbox {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := m.CreatePool(ctx, name, size, sandbox.CreateOptions{Image: "busybox", Env: env}); err != nil {
@@ -28,6 +29,11 @@ func newPool(t *testing.T, m *sandbox.Manager, name string, size int, env ...str
 	if err := m.Fill(ctx, name, nil); err != nil {
 		t.Fatal(err)
 	}
+	members := poolSandboxes(t, m, name)
+	if len(members) != size {
+		t.Fatalf("%d sandboxes in pool %s, want %d", len(members), name, size)
+	}
+	return members
 }
 
 // poolSandboxes are the sandboxes whose record says they wait in pool.
@@ -49,11 +55,7 @@ func poolSandboxes(t *testing.T, m *sandbox.Manager, pool string) []*sandbox.San
 func TestPoolClaim(t *testing.T) {
 	m := newManager(t)
 	ctx := context.Background()
-	newPool(t, m, "p", 2, "FROM_POOL=yes")
-	members := poolSandboxes(t, m, "p")
-	if len(members) != 2 {
-		t.Fatalf("%d sandboxes in the pool, want 2", len(members))
-	}
+	members := newPool(t, m, "p", 2, "FROM_POOL=yes")
 	for _, sb := range members {
 		if sb.Status != sandbox.StatusRunning {
 			t.Fatalf("member %s is %s", sb.ShortID(), sb.Status)
@@ -173,11 +175,7 @@ func TestPoolClaim(t *testing.T) {
 func TestPoolClaimFiles(t *testing.T) {
 	m := newManager(t)
 	ctx := context.Background()
-	newPool(t, m, "p", 2)
-	members := poolSandboxes(t, m, "p")
-	if len(members) != 2 {
-		t.Fatalf("%d sandboxes in the pool, want 2", len(members))
-	}
+	members := newPool(t, m, "p", 2)
 	records := filepath.Join(m.Paths().Data, "records")
 	files := func(id string) []string {
 		var there []string
@@ -455,11 +453,7 @@ func TestPoolManyClaims(t *testing.T) {
 func TestPoolMemberRemoved(t *testing.T) {
 	m := newManager(t)
 	ctx := context.Background()
-	newPool(t, m, "rmd", 2)
-	members := poolSandboxes(t, m, "rmd")
-	if len(members) != 2 {
-		t.Fatalf("members: %d", len(members))
-	}
+	members := newPool(t, m, "rmd", 2)
 	if err := m.Remove(ctx, members[0].ID, true); err != nil {
 		t.Fatal(err)
 	}
