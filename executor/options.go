@@ -113,6 +113,10 @@ type Options struct {
 	EagerPlugins       bool
 	EagerPluginNames   []string
 	PluginStartTimeout time.Duration
+	// PluginServer is the path of bothy-plugin, in which the plugins whose
+	// service links heavy libraries run it (plugins.StartProcess); empty,
+	// those plugins are unavailable.
+	PluginServer string
 	// User is who processes (commands, sessions, the main command) run as
 	// unless a request says otherwise: the image's User, or bothy run
 	// --user; nil is the executor's own (root). LookupUser resolves the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor"
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/plugins"
 	_ "github.com/bothy-sandbox/bothy/plugins/builtin"
 )
@@ -20,7 +21,9 @@ func TestBuiltinPluginsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := agentServer(t, executor.Options{Plugins: enabled, EagerPlugins: true})
+	// browser and jupyter run their service in bothy-plugin, which says
+	// why it cannot.
+	ts, _ := agentServer(t, executor.Options{Plugins: enabled, EagerPlugins: true, PluginServer: testenv.PluginServer(t)})
 	var a *api.Alive
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if a, err = ts.c.AliveStatus(testCtx(t)); err != nil {

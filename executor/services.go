@@ -47,7 +47,7 @@ func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budge
 		return s.sessions.WorkingDir()
 	}
 	plugins, err := plugin.New(o.Plugins, plugin.Options{
-		Env:   plugins.Env{Cwd: o.Cwd, WorkingDir: workingDir, Environ: o.Env, Reaper: r, Log: o.Logger},
+		Env:   plugins.Env{Cwd: o.Cwd, WorkingDir: workingDir, Environ: o.Env, Reaper: r, Log: o.Logger, Server: o.PluginServer},
 		Eager: o.EagerPlugins, EagerNames: o.EagerPluginNames, StartTimeout: o.PluginStartTimeout, Reserved: openhands.CoreActions,
 	})
 	if err != nil {

@@ -7,8 +7,15 @@
 // executor). Each registers itself in its init; plugins/builtin imports
 // every plugin bothy ships, so a binary that imports it knows them all.
 //
-// This package holds only that contract (Plugin, Service, Env), the
-// recipe data type and the registry; it links neither image-building
-// code nor any plugin's service. A recipe is part of a runtime image's
+// A service that links heavy libraries lives in the plugin's server
+// package (plugins/jupyter/server, plugins/browser/server), registered
+// with RegisterServer and linked into bothy-plugin only; the plugin's
+// Start is StartProcess, which runs it there, in a process of its own, and
+// hands the host a Service that forwards to it (process.go; the contract
+// is in internal/ipc).
+//
+// This package holds only that contract (Plugin, Service, Env, the plugin
+// process), the recipe data type and the registry; it links neither
+// image-building code nor any plugin's service. A recipe is part of a runtime image's
 // lock hash: changing one rebuilds the images that use it.
 package plugins

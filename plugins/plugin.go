@@ -91,6 +91,10 @@ type Env struct {
 	Reaper *reap.Reaper
 	// Log receives the service's log.
 	Log *slog.Logger
+	// Server is the path of bothy-plugin, which StartProcess runs: the
+	// executor's --plugin-server (DefaultServer, where bothy mounts it).
+	// Empty: plugins whose service runs there are unavailable.
+	Server string
 }
 
 // ErrUnavailable: the plugin cannot run here.

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/plugins"
+	browserserver "github.com/bothy-sandbox/bothy/plugins/browser/server"
 	_ "github.com/bothy-sandbox/bothy/plugins/builtin"
+	jupyterserver "github.com/bothy-sandbox/bothy/plugins/jupyter/server"
 )
 
 func TestParse(t *testing.T) {
@@ -59,26 +61,31 @@ func TestValidate(t *testing.T) {
 }
 
 // The plugins bothy ships declare their recipes, and say honestly why
-// their services cannot start here: Jupyter and VS Code need a reaper (the
-// sandbox tests run them), the browser finds no Chromium with an empty
-// environment.
+// their services cannot start here: VS Code's and, as bothy-plugin runs
+// it, Jupyter's need a reaper (the sandbox tests run them), the browser's
+// finds no Chromium with an empty environment; and an executor without
+// bothy-plugin runs neither of these two.
 func TestBuiltinServicesUnavailable(t *testing.T) {
 	if len(plugins.Names()) != 3 {
 		t.Fatalf("builtin plugins: %v", plugins.Names())
 	}
+	ctx := context.Background()
 	for _, name := range plugins.Names() {
 		p, _ := plugins.Lookup(name)
-		svc, err := p.Start(context.Background(), plugins.Env{})
-		if name == "jupyter" || name == "vscode" {
-			if svc != nil || err == nil || !strings.Contains(err.Error(), "no reaper") {
-				t.Errorf("%s without a reaper: %v %v", name, svc, err)
-			}
-			continue
+		svc, err := p.Start(ctx, plugins.Env{})
+		want := "runs no bothy-plugin"
+		if name == "vscode" {
+			want = "no reaper"
 		}
-		want := "no Chromium"
-		if svc != nil || !errors.Is(err, plugins.ErrUnavailable) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v %v, want unavailable: %s", name, svc, err, want)
+		if svc != nil || err == nil || !strings.Contains(err.Error(), want) || (name != "vscode") != errors.Is(err, plugins.ErrUnavailable) {
+			t.Errorf("%s: %v %v, want %s", name, svc, err, want)
 		}
+	}
+	if svc, err := jupyterserver.Start(ctx, plugins.Env{}); svc != nil || err == nil || !strings.Contains(err.Error(), "no reaper") {
+		t.Errorf("jupyter's service without a reaper: %v %v", svc, err)
+	}
+	if svc, err := browserserver.Start(ctx, plugins.Env{}); svc != nil || !errors.Is(err, plugins.ErrUnavailable) || !strings.Contains(err.Error(), "no Chromium") {
+		t.Errorf("browser's service: %v %v, want unavailable: no Chromium", svc, err)
 	}
 }
 

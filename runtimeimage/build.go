@@ -171,8 +171,11 @@ type builder struct {
 	setup    []byte
 	execPath string
 	execSum  string
-	tags     Tags
-	res      *Result
+	// pluginPath is bothy-plugin, in the executor layer of an image with
+	// plugins ("" without); pluginSum its sha256.
+	pluginPath, pluginSum string
+	tags                  Tags
+	res                   *Result
 	// netWarnings are what the build sandbox's network works less well
 	// than asked for (no forwarding on the uplink, no DNS), for the error
 	// of a step that fails.
@@ -208,6 +211,17 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("read executor: %w", err)
 	}
 	b.execSum = sha256Hex(exec)
+	if len(b.opts.Plugins) > 0 {
+		// The image runs its plugins' services wherever it runs.
+		if b.pluginPath = b.m.PluginServer(); b.pluginPath == "" {
+			return nil, errors.New("bothy-plugin not found: install it beside bothy-executor or set BOTHY_PLUGIN")
+		}
+		data, err := os.ReadFile(b.pluginPath)
+		if err != nil {
+			return nil, fmt.Errorf("read bothy-plugin: %w", err)
+		}
+		b.pluginSum = sha256Hex(data)
+	}
 	recipes := slices.Clone(b.opts.Plugins)
 	slices.SortFunc(recipes, func(a, c plugins.Recipe) int { return strings.Compare(a.Name, c.Name) })
 	for _, r := range recipes {
@@ -222,7 +236,7 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	lock := LockTag(LockHash(LockInput{BaseDigest: base.Digest.String(), Plugins: recipes, SetupSHA256: setupSum, Epoch: b.epoch.Unix()}))
-	b.tags = Tags{Versioned: VersionedTag(baseName), Lock: lock, Source: SourceTag(lock, SourceHash(b.execSum, recipes))}
+	b.tags = Tags{Versioned: VersionedTag(baseName), Lock: lock, Source: SourceTag(lock, SourceHash(b.execSum, b.pluginSum, recipes))}
 	b.res = &Result{
 		Tags: b.tags, Names: b.tags.Names(), Added: []string{}, Base: baseName, BaseDigest: base.Digest.String(),
 		Plugins: []string{}, Installed: []string{},
@@ -571,23 +585,16 @@ func (b *builder) addLayer(ctx context.Context, comp *oci.Composer, write func(i
 	return l, err
 }
 
-// executorLayer is the layer holding the executor at sandbox.ExecutorPath.
+// executorLayer is the layer holding the executor at sandbox.ExecutorPath
+// and, in an image with plugins, bothy-plugin at sandbox.PluginServerPath.
 func (b *builder) executorLayer(ctx context.Context, comp *oci.Composer) (oci.Layer, error) {
-	return b.addLayer(ctx, comp, func(w io.Writer) error { return writeExecutorLayer(w, b.execPath, b.epoch) })
+	return b.addLayer(ctx, comp, func(w io.Writer) error { return writeExecutorLayer(w, b.execPath, b.pluginPath, b.epoch) })
 }
 
-// writeExecutorLayer writes the executor layer's tar: /.bothy/bin/bothy-executor
-// and its directories, owned by root, times at epoch.
-func writeExecutorLayer(w io.Writer, executor string, epoch time.Time) error {
-	f, err := os.Open(executor)
-	if err != nil {
-		return fmt.Errorf("executor layer: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("executor layer: %w", err)
-	}
+// writeExecutorLayer writes the executor layer's tar:
+// /.bothy/bin/bothy-executor, /.bothy/bin/bothy-plugin unless pluginServer
+// is "", and their directories, owned by root, times at epoch.
+func writeExecutorLayer(w io.Writer, executor, pluginServer string, epoch time.Time) error {
 	binPath := strings.TrimPrefix(sandbox.ExecutorPath, "/")
 	tw := tar.NewWriter(w)
 	dirs := []string{}
@@ -600,15 +607,37 @@ func writeExecutorLayer(w io.Writer, executor string, epoch time.Time) error {
 			return err
 		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: binPath, Mode: 0o755, Size: fi.Size(), ModTime: epoch}); err != nil {
+	if err := writeBinary(tw, binPath, executor, epoch); err != nil {
+		return err
+	}
+	if pluginServer != "" {
+		if err := writeBinary(tw, strings.TrimPrefix(sandbox.PluginServerPath, "/"), pluginServer, epoch); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// writeBinary writes the host file src into tw as name, mode 0755.
+func writeBinary(tw *tar.Writer, name, src string, epoch time.Time) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("executor layer: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("executor layer: %w", err)
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755, Size: fi.Size(), ModTime: epoch}); err != nil {
 		return err
 	}
 	if n, err := io.Copy(tw, f); err != nil {
 		return fmt.Errorf("executor layer: %w", err)
 	} else if n != fi.Size() {
-		return fmt.Errorf("executor layer: %s changed while read", executor)
+		return fmt.Errorf("executor layer: %s changed while read", src)
 	}
-	return tw.Close()
+	return nil
 }
 
 // cloneConfig deep-copies what a build changes of a config.

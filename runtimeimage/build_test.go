@@ -74,7 +74,7 @@ func newManager(t *testing.T, paths sandbox.Paths, executor string) *sandbox.Man
 func newManagerNS(t *testing.T, paths sandbox.Paths, executor, userns string) *sandbox.Manager {
 	t.Helper()
 	self, _ := os.Executable()
-	m, err := sandbox.Open(sandbox.Options{Paths: paths, Executor: executor, Init: self, DefaultArchive: defaultArchive(t), UserNS: userns, Network: testNetwork()})
+	m, err := sandbox.Open(sandbox.Options{Paths: paths, Executor: executor, PluginServer: testenv.PluginServer(t), Init: self, DefaultArchive: defaultArchive(t), UserNS: userns, Network: testNetwork()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +189,10 @@ func TestBuildPaths(t *testing.T) {
 	}
 	if sum := topLayerFile(t, s, img1, ".bothy/bin/bothy-executor"); sum != fileSum(t, testenv.Executor(t)) {
 		t.Errorf("top layer's executor has sha256 %s, want the executor's", sum)
+	}
+	// An image with plugins runs their services wherever it runs.
+	if sum := topLayerFile(t, s, img1, ".bothy/bin/bothy-plugin"); sum != fileSum(t, testenv.PluginServer(t)) {
+		t.Errorf("top layer's bothy-plugin has sha256 %s, want bothy-plugin's", sum)
 	}
 	wantOwner := "1234"
 	if m.Mapping().Mode == userns.MapSingle {

@@ -134,15 +134,18 @@ func LockHash(in LockInput) string {
 	return hash16(string(b))
 }
 
-// SourceHash is 16 hex digits of the hash of the executor binary (its
-// sha256) and the plugin code (the recipes the image was built with).
-func SourceHash(executorSHA256 string, recipes []plugins.Recipe) string {
+// SourceHash is 16 hex digits of the hash of the executor layer's binaries
+// (their sha256: the executor's, and bothy-plugin's in an image with
+// plugins, "" otherwise) and the plugin code (the recipes the image was
+// built with).
+func SourceHash(executorSHA256, pluginServerSHA256 string, recipes []plugins.Recipe) string {
 	if recipes == nil {
 		recipes = []plugins.Recipe{}
 	}
 	b, _ := json.Marshal(struct {
-		Executor string           `json:"executor"`
-		Plugins  []plugins.Recipe `json:"plugins"`
-	}{executorSHA256, recipes})
+		Executor     string           `json:"executor"`
+		PluginServer string           `json:"plugin_server,omitempty"`
+		Plugins      []plugins.Recipe `json:"plugins"`
+	}{executorSHA256, pluginServerSHA256, recipes})
 	return hash16(string(b))
 }

@@ -70,10 +70,10 @@ func TestHashes(t *testing.T) {
 			t.Errorf("lock hash ignores a change: %+v", changed)
 		}
 	}
-	if SourceHash("e1", nil) == SourceHash("e2", nil) {
+	if SourceHash("e1", "", nil) == SourceHash("e2", "", nil) || SourceHash("e1", "p1", nil) == SourceHash("e1", "p2", nil) {
 		t.Error("source hash ignores the executor")
 	}
-	tags := Tags{Versioned: VersionedTag("python:3"), Lock: LockTag(h), Source: SourceTag(LockTag(h), SourceHash("e1", nil))}
+	tags := Tags{Versioned: VersionedTag("python:3"), Lock: LockTag(h), Source: SourceTag(LockTag(h), SourceHash("e1", "", nil))}
 	for _, n := range tags.Names() {
 		if c, err := oci.NormalizeLocalName(n); err != nil || c != n {
 			t.Errorf("name %q: normalized %q, %v", n, c, err)

@@ -12,6 +12,10 @@ import (
 // Executor is the host path of the executor binary sandboxes get.
 func (m *Manager) Executor() string { return m.opts.Executor }
 
+// PluginServer is the bothy-plugin binary mounted in the sandboxes that
+// enable a plugin; "" when there is none.
+func (m *Manager) PluginServer() string { return m.opts.PluginServer }
+
 // Init is the binary re-executed as launcher, remover and layer writer.
 func (m *Manager) Init() string { return m.opts.Init }
 

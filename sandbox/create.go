@@ -523,10 +523,15 @@ func (c *creation) specInput() specInput {
 	// The executor removes the key from the environment its processes get.
 	env := append(append([]string{}, c.img.Config.Config.Env...), c.opts.Env...)
 	env = append(env, "BOTHY_API_KEY="+c.opts.APIKey)
+	// bothy-plugin is there for the sandboxes that enable a plugin.
+	pluginServer := ""
+	if len(c.opts.Plugins) > 0 || len(c.imagePlugins) > 0 {
+		pluginServer = c.m.opts.PluginServer
+	}
 	return specInput{
 		ID: c.id, Hostname: c.hostname, Rootfs: c.req.Rootfs, Rootless: c.rootless,
 		Network: c.net, Env: env, Workdir: cmp.Or(c.opts.Workdir, c.img.Config.Config.WorkingDir), Executor: c.m.opts.Executor,
-		EtcDir: filepath.Join(c.dir, "etc"), MainDir: mainDir, Args: args, CACerts: c.caCerts,
+		PluginServer: pluginServer, EtcDir: filepath.Join(c.dir, "etc"), MainDir: mainDir, Args: args, CACerts: c.caCerts,
 		Mounts: c.m.specMounts(c.id, c.mounts),
 		Cgroup: c.cgroup, Security: c.opts.Security, DiskQuota: c.diskMode == DiskQuota,
 		Host: hostFacts{CgroupNS: cgroups.IsCgroup2UnifiedMode(), LowerOOMScore: hasCapSysResource()},

@@ -34,6 +34,12 @@ type Options struct {
 	// Executor is the host path of the bothy-executor binary. Default:
 	// bothy-executor beside the running binary.
 	Executor string
+	// PluginServer is the host path of the bothy-plugin binary, mounted
+	// in the sandboxes that enable a plugin (the plugins that link heavy
+	// libraries run their service in it). Default: bothy-plugin beside
+	// the executor, else beside the running binary; none found, those
+	// plugins are unavailable.
+	PluginServer string
 	// Init is the binary re-executed as launcher, container init and
 	// helpers; it must call ipc.Dispatch first thing. Default: bothy-init
 	// beside the running binary.
@@ -100,6 +106,9 @@ func Open(opts Options) (*Manager, error) {
 	selfDir := filepath.Dir(self)
 	if opts.Executor == "" {
 		opts.Executor = firstExisting(filepath.Join(selfDir, "bothy-executor"))
+	}
+	if opts.PluginServer == "" {
+		opts.PluginServer = firstExisting(filepath.Join(filepath.Dir(opts.Executor), "bothy-plugin"), filepath.Join(selfDir, "bothy-plugin"))
 	}
 	if opts.Init == "" {
 		opts.Init = firstExisting(filepath.Join(selfDir, "bothy-init"))

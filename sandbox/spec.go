@@ -22,8 +22,12 @@ const (
 	// on an attached network, the network's description
 	// (api.NetworkInfoPath, read-only), and with CreateOptions.CACerts the
 	// CA file (CACertsPath, read-only): the executor's socket is inherited
-	// (see listenSocket).
+	// (see listenSocket), and, in a sandbox that enables a plugin,
+	// bothy-plugin (PluginServerPath, read-only).
 	ExecutorPath = "/.bothy/bin/bothy-executor"
+	// PluginServerPath is where bothy-plugin is bind-mounted, read-only:
+	// the executor's default --plugin-server (plugins.DefaultServer).
+	PluginServerPath = "/.bothy/bin/bothy-plugin"
 )
 
 // Network modes, as package network names them.
@@ -51,6 +55,7 @@ type specInput struct {
 	Env          []string // image env, then the user's
 	Workdir      string
 	Executor     string // host path of the executor binary
+	PluginServer string // host path of bothy-plugin, mounted at PluginServerPath; "": not mounted
 	EtcDir       string // host directory holding hosts, hostname, resolv.conf
 	CACerts      string // host file mounted read-only at CACertsPath; "": none
 	MainDir      string // host directory mounted at MainDir, "" without a main process
@@ -127,6 +132,9 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		specs.Mount{Destination: "/etc/hostname", Type: "bind", Source: filepath.Join(in.EtcDir, "hostname"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 		specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: filepath.Join(in.EtcDir, "resolv.conf"), Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	)
+	if in.PluginServer != "" {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: PluginServerPath, Type: "bind", Source: in.PluginServer, Options: []string{"bind", "ro", "nosuid", "nodev"}})
+	}
 	if in.MainDir != "" {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: MainDir, Type: "bind", Source: in.MainDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	}

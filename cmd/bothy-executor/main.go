@@ -67,6 +67,7 @@ func run(args []string) (int, error) {
 		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
 		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use, or with the executor when its name ends in "+plugins.EagerSuffix)
 		imagePlugins = fs.String("image-plugins", "", "also enable these comma-separated `plugins`, the image's own (bothy build's io.bothy.runtime.plugins label), each on first use; names this executor does not know are logged and skipped")
+		pluginServer = fs.String("plugin-server", plugins.DefaultServer, "the `path` of bothy-plugin, which runs the services of the plugins that link heavy libraries (browser, jupyter) in a process of their own")
 		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
 		pool         = fs.Bool("pool", false, "pool mode: serve only GET /alive and one POST /v1/pool/claim (authenticated with the key given, which opens nothing else) until claimed; the claim sets the API key, environment and working directory")
 		version      = fs.Bool("version", false, "print the version and exit")
@@ -160,6 +161,7 @@ func run(args []string) (int, error) {
 			Plugins:          enabled,
 			EagerPlugins:     *pluginsEager,
 			EagerPluginNames: eager,
+			PluginServer:     *pluginServer,
 			User:             cred,
 		},
 		MemoryLimit:  *memLimit,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"net"
 	"os"
@@ -162,6 +163,24 @@ func TestBuiltBinary(t *testing.T) {
 	}
 	t.Logf("bothy-executor (CGO_ENABLED=0, -trimpath -ldflags '-s -w'): %d bytes (%.1f MiB)", fi.Size(), float64(fi.Size())/(1<<20))
 	testSIGTERMForwards(t, bin)
+}
+
+// TestLinksNoPluginService: the executor, which every sandbox starts, links
+// none of the plugin services that run in bothy-plugin (go-rod, zmq4): their
+// package initialisation alone cost each start 2 ms of CPU.
+func TestLinksNoPluginService(t *testing.T) {
+	info, err := buildinfo.ReadFile(build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Deps) == 0 {
+		t.Fatal("the binary lists no modules")
+	}
+	for _, d := range info.Deps {
+		if strings.Contains(d.Path, "go-rod") || strings.Contains(d.Path, "zmq4") {
+			t.Errorf("bothy-executor links %s: a plugin service belongs in bothy-plugin (plugins.StartProcess)", d.Path)
+		}
+	}
 }
 
 func TestSIGTERMForwardsToMain(t *testing.T) { testSIGTERMForwards(t, os.Args[0]) }

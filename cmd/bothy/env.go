@@ -22,6 +22,7 @@ const (
 	rootEnv          = "BOTHY_ROOT"              // --root's default
 	executorEnv      = "BOTHY_EXECUTOR"          // sandbox.Options.Executor
 	initEnv          = "BOTHY_INIT"              // sandbox.Options.Init
+	pluginServerEnv  = "BOTHY_PLUGIN"            // sandbox.Options.PluginServer
 	defaultImageEnv  = "BOTHY_DEFAULT_IMAGE"     // sandbox.Options.DefaultArchive
 	imagesEnv        = "BOTHY_IMAGES"            // bothy-images, beside bothy by default
 	usernsEnv        = "BOTHY_USERNS"            // sandbox.Options.UserNS
@@ -92,6 +93,7 @@ func managerOptions(root string) (sandbox.Options, error) {
 		// the binary, as if unset.
 		Executor:       existing(os.Getenv(executorEnv)),
 		Init:           existing(os.Getenv(initEnv)),
+		PluginServer:   existing(os.Getenv(pluginServerEnv)),
 		DefaultArchive: existing(os.Getenv(defaultImageEnv)),
 		UserNS:         os.Getenv(usernsEnv),
 		Cgroups: sandbox.CgroupOptions{

@@ -65,6 +65,18 @@
 //	         (5, with a main command) as the executor's --seccomp-fd
 //	executor reads it and loads the filter before anything else
 //
+// Plugin process: the executor's plugin host (package plugins, StartProcess)
+// and bothy-plugin run for one plugin (plugins.ServeProcess), in the
+// sandbox, for a plugin whose service runs out of the executor.
+//
+//	files    PluginListenFD (3) its listening socket, made by the executor in
+//	         a directory of its own; PluginReadyFD (4) its ready pipe
+//	stdin    a pipe the executor holds: end of file is the executor gone
+//	plugin   PluginReady once its service's start has ended (its Error: why
+//	         it did not start), then it closes the pipe and, on success,
+//	         serves the service over HTTP on the socket
+//	stderr   its log, which the executor logs line by line
+//
 // Helpers: package userns (RemoveAs, DiffAs, ChangesAs, MergeAs, in the CLI)
 // and bothy-init run as ReexecRemove, ReexecDiff, ReexecChanges or
 // ReexecMerge (package userns), in a user namespace with a sandbox's id

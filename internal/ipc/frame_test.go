@@ -40,6 +40,7 @@ func messages() []Message {
 		Data("some\x00bytes"),
 		Done{Error: "it failed"},
 		IDMapped{},
+		PluginReady{Error: "no chromium", Unavailable: true},
 	}
 }
 

@@ -48,12 +48,16 @@ func setup() {
 	if os.Getenv("BOTHY_EXECUTOR") != "" {
 		return
 	}
-	// Outside `make test`: build the executor the way the Makefile does.
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bothy-executor"), "./cmd/bothy-executor")
-	build.Dir = moduleRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // it runs in images without a libc
-	if out, berr := build.CombinedOutput(); berr != nil {
-		err = fmt.Errorf("build executor (or set BOTHY_EXECUTOR, as make test does): %v: %s", berr, out)
+	// Outside `make test`: build the executor and bothy-plugin, beside
+	// it, the way the Makefile does.
+	for _, cmd := range []string{"bothy-executor", "bothy-plugin"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, cmd), "./cmd/"+cmd)
+		build.Dir = moduleRoot()
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // they run in images without a libc
+		if out, berr := build.CombinedOutput(); berr != nil {
+			err = fmt.Errorf("build %s (or set BOTHY_EXECUTOR, as make test does): %v: %s", cmd, berr, out)
+			return
+		}
 	}
 }
 
@@ -100,6 +104,12 @@ func Executor(t testing.TB) string {
 		return p
 	}
 	return filepath.Join(dir, "bothy-executor")
+}
+
+// PluginServer returns the path of a static bothy-plugin, beside Executor's
+// (where sandbox.Open finds it by default).
+func PluginServer(t testing.TB) string {
+	return filepath.Join(filepath.Dir(Executor(t)), "bothy-plugin")
 }
 
 var (

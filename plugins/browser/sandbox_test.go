@@ -116,13 +116,14 @@ def median(v):
     v = sorted(v)
     return v[len(v) // 2]
 def cpu_ms():
-    # CPU time of Chromium's processes and the executor serving sock.
+    # CPU time of Chromium's processes, bothy-plugin driving it (only the
+    # executor serving sock starts one) and that executor.
     ticks = 0
     for pid in os.listdir("/proc"):
         try:
             comm = open("/proc/%s/comm" % pid).read().strip()
             cmd = open("/proc/%s/cmdline" % pid).read()
-            if comm in ("chromium", "chrome") or (sock in cmd and "bothy-executor" in cmd):
+            if comm in ("chromium", "chrome", "bothy-plugin") or (sock in cmd and "bothy-executor" in cmd):
                 f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
                 ticks += int(f[11]) + int(f[12])
         except (OSError, ValueError):
@@ -174,7 +175,10 @@ func newBrowserSandbox(t *testing.T) *browserSandbox {
 	if _, err := m.Store().ImportOCIArchive(ctx, img, "bothy-browser:latest"); err != nil {
 		t.Fatal(err)
 	}
-	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "bothy-browser:latest"})
+	// The plugin enabled has bothy mount bothy-plugin, which the inner
+	// executors below run its service in; the sandbox's own executor never
+	// starts it.
+	sb, err := m.Create(ctx, sandbox.CreateOptions{Image: "bothy-browser:latest", Plugins: []string{"browser"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,8 +526,8 @@ func TestBrowserInSandbox(t *testing.T) {
 	b.sh("for i in $(seq 200); do pgrep chromium >/dev/null || exit 0; sleep 0.05; done; ps -ef; exit 1", "")
 }
 
-// Enabled but unused, the plugin starts nothing; its first action starts
-// Chromium (lazily) and works. The test reports (never asserts) how long
+// Enabled but unused, the plugin starts nothing (no bothy-plugin, no
+// Chromium); its first action starts them (lazily) and works. The test reports (never asserts) how long
 // the first browse, warm browses and actions take, measured by one Python
 // process inside the sandbox, and Chromium's memory then.
 func TestBrowserLazyStart(t *testing.T) {
@@ -534,6 +538,9 @@ func TestBrowserLazyStart(t *testing.T) {
 	}
 	if n := strings.TrimSpace(b.sh("pgrep -c chromium || true", "")); n != "0" {
 		t.Fatalf("%s chromium processes before any action", n)
+	}
+	if n := strings.TrimSpace(b.sh("pgrep -c bothy-plugin || true", "")); n != "0" {
+		t.Fatalf("%s bothy-plugin processes before any action", n)
 	}
 	t.Logf("browser figures: %s", strings.TrimSpace(b.sh("python3 /tmp/measure.py /tmp/lazy.sock", "")))
 	if st := e.alive(); st.State != api.PluginRunning {

@@ -1,6 +1,7 @@
 // Package jupyter is the Jupyter plugin: IPython kernels (Debian's
-// python3-ipykernel) in the sandbox, driven by the executor over Jupyter's
-// messaging protocol (ZMQ on the sandbox's loopback, through the pure-Go
+// python3-ipykernel) in the sandbox, driven by its service (package
+// plugins/jupyter/server, run in bothy-plugin, a process of its own) over
+// Jupyter's messaging protocol (ZMQ on the sandbox's loopback, through the pure-Go
 // github.com/go-zeromq/zmq4, messages signed with HMAC-SHA256). It runs
 // OpenHands' run_ipython actions in the kernel "default", with OpenHands'
 // semantics, and serves the native API's /v1/kernels routes. Its recipe
@@ -9,11 +10,7 @@ package jupyter
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"os/exec"
-	"strings"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/plugins"
@@ -25,10 +22,8 @@ type Plugin struct{}
 func init() { plugins.Register(Plugin{}) }
 
 var (
-	_ plugins.Plugin    = Plugin{}
-	_ plugins.Router    = Plugin{}
-	_ plugins.Service   = (*Service)(nil)
-	_ plugins.Processes = (*Service)(nil)
+	_ plugins.Plugin = Plugin{}
+	_ plugins.Router = Plugin{}
 )
 
 // Name is "jupyter".
@@ -56,43 +51,7 @@ func (Plugin) Routes() []plugins.Route {
 	}
 }
 
-// Start finds python3 and starts the default kernel: the plugin runs once
-// a kernel answers. Without python3 or its ipykernel module the plugin is
-// unavailable, and the error names what to install.
+// Start runs the service in bothy-plugin (package server).
 func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
-	if env.Reaper == nil {
-		return nil, errors.New("start jupyter: no reaper to start the kernel with")
-	}
-	python, err := lookPython(env.Environ)
-	if err != nil {
-		return nil, fmt.Errorf("start jupyter: %w", err)
-	}
-	s := newService(env, python)
-	if _, err := s.kernel(ctx, api.DefaultKernel); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("start jupyter: %w", err)
-	}
-	return s, nil
+	return plugins.StartProcess(ctx, env, "jupyter")
 }
-
-// lookPython finds python3 in the PATH of environ.
-func lookPython(environ []string) (string, error) {
-	path := "/usr/local/bin:/usr/bin:/bin"
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range strings.Split(path, ":") {
-		if dir == "" || !strings.HasPrefix(dir, "/") {
-			continue
-		}
-		if p, err := exec.LookPath(dir + "/python3"); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%w: no python3 in PATH (%s): install Debian's python3-ipykernel in the image (bothy build --plugins jupyter)", plugins.ErrUnavailable, path)
-}
-
-// errNoKernel: no kernel has that id.
-var errNoKernel = errors.New("no such kernel")

@@ -1,4 +1,4 @@
-package jupyter
+package server
 
 import "github.com/bothy-sandbox/bothy/executor/api"
 

@@ -1,4 +1,4 @@
-package browser
+package server
 
 import (
 	"context"
@@ -13,21 +13,10 @@ import (
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
-	"github.com/bothy-sandbox/bothy/plugins"
 )
 
 // maxBody caps a native route's request body.
 const maxBody = 1 << 20
-
-// Routes are the native API's browser routes (Plugin.Routes), each also
-// served under /plugins/browser/ by its last element.
-func (Plugin) Routes() []plugins.Route {
-	return []plugins.Route{
-		{Method: http.MethodPost, Path: "/v1/browser/navigate", Summary: "go to a URL in the browser (started on first use); answers the browser's state"},
-		{Method: http.MethodPost, Path: "/v1/browser/actions", Summary: "run BrowserGym actions in the browser; answers the browser's state"},
-		{Method: http.MethodGet, Path: "/v1/browser/screenshot", Summary: "the active page's viewport as PNG"},
-	}
-}
 
 // routes are the plugin's routes: the native API's /v1/browser/ ones
 // (Routes) and the same under /plugins/browser/ (prefix stripped):

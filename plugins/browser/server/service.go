@@ -1,4 +1,4 @@
-package browser
+package server
 
 import (
 	"bytes"
@@ -68,8 +68,11 @@ type tab struct {
 	loading atomic.Int32 // main frame: started and not stopped loading
 }
 
-// Start starts Chromium and connects to it.
-func (Plugin) Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
+func init() { plugins.RegisterServer("browser", Start) }
+
+// Start starts Chromium and connects to it: the browser plugin's service,
+// run in bothy-plugin.
+func Start(ctx context.Context, env plugins.Env) (plugins.Service, error) {
 	bin, err := findChromium(env.Environ)
 	if err != nil {
 		return nil, fmt.Errorf("start browser: %w", err)

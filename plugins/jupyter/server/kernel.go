@@ -1,4 +1,4 @@
-package jupyter
+package server
 
 import (
 	"bytes"
@@ -110,7 +110,10 @@ func (k *kernel) start(ctx context.Context) error {
 	cmd.Dir = k.cfg.Cwd
 	cmd.Env = k.cfg.Environ
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group; and if bothy-plugin ends without closing the
+	// service (a crash), the kernel goes too, instead of running on, re-parented
+	// to the executor.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	k.started = time.Now()
 	proc, err := k.cfg.Reaper.Start(cmd)
 	if err != nil {

@@ -1,4 +1,4 @@
-package jupyter
+package server
 
 import (
 	"bytes"

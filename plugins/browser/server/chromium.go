@@ -1,4 +1,4 @@
-package browser
+package server
 
 import (
 	"bytes"
@@ -130,7 +130,10 @@ func launch(env plugins.Env, bin string) (*chromium, error) {
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.ExtraFiles = []*os.File{inR, outW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group; and if bothy-plugin ends without closing the
+	// service (a crash), Chromium goes too, instead of running on, re-parented
+	// to the executor.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c.proc, err = env.Reaper.Start(cmd)
 	if err != nil {
 		inW.Close()
