@@ -74,7 +74,7 @@ $(BIN)/bothy-executor: $(GO_SOURCES)
 
 # The services of the plugins that link heavy libraries (go-rod, zmq4), in
 # a binary of their own: the executor, which every sandbox starts, stays
-# without them (2 ms less CPU at each start).
+# without them (about 1 ms less at each start, 9.0 MB instead of 14.0).
 $(BIN)/bothy-plugin: $(GO_SOURCES)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./cmd/bothy-plugin
 

@@ -31,11 +31,11 @@ import (
 // A plugin whose service links heavy libraries (a DevTools client, ZMQ) runs
 // it in bothy-plugin, a process of its own that the executor starts on the
 // plugin's first use: the executor, which every sandbox starts, then loads
-// none of them (linked in, go-rod's and zmq4's package initialisation alone
-// cost it 2 ms of CPU at every start). The plugin's package keeps what the
-// executor needs to know (name, recipe, actions, routes) and its Start calls
-// StartProcess; the service's package registers it with RegisterServer and
-// is linked into bothy-plugin only. internal/ipc describes the contract.
+// none of them (linked in, they cost each of its starts about 1 ms). The
+// plugin's package keeps what the executor needs to know (name, recipe,
+// actions, routes) and its Start calls StartProcess; the service's package
+// registers it with RegisterServer and is linked into bothy-plugin only.
+// internal/ipc describes the contract.
 
 // DefaultServer is where bothy mounts bothy-plugin in a sandbox.
 const DefaultServer = "/.bothy/bin/bothy-plugin"

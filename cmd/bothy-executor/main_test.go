@@ -167,7 +167,7 @@ func TestBuiltBinary(t *testing.T) {
 
 // TestLinksNoPluginService: the executor, which every sandbox starts, links
 // none of the plugin services that run in bothy-plugin (go-rod, zmq4): their
-// package initialisation alone cost each start 2 ms of CPU.
+// package initialisation alone cost each start about 1 ms.
 func TestLinksNoPluginService(t *testing.T) {
 	info, err := buildinfo.ReadFile(build(t))
 	if err != nil {
