@@ -108,7 +108,11 @@ func Open(opts Options) (*Manager, error) {
 		opts.Executor = firstExisting(filepath.Join(selfDir, "bothy-executor"))
 	}
 	if opts.PluginServer == "" {
-		opts.PluginServer = firstExisting(filepath.Join(filepath.Dir(opts.Executor), "bothy-plugin"), filepath.Join(selfDir, "bothy-plugin"))
+		beside := []string{filepath.Join(selfDir, "bothy-plugin")}
+		if opts.Executor != "" {
+			beside = append([]string{filepath.Join(filepath.Dir(opts.Executor), "bothy-plugin")}, beside...)
+		}
+		opts.PluginServer = firstExisting(beside...)
 	}
 	if opts.Init == "" {
 		opts.Init = firstExisting(filepath.Join(selfDir, "bothy-init"))

@@ -449,3 +449,32 @@ func TestStopRemoveCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// bothy-plugin is found beside the executor by default, and is none (its
+// plugins then unavailable) when it is not there.
+func TestPluginServerBesideExecutor(t *testing.T) {
+	dir := t.TempDir()
+	exe, plugin := filepath.Join(dir, "bothy-executor"), filepath.Join(dir, "bothy-plugin")
+	for _, f := range []string{exe, plugin} {
+		if err := os.WriteFile(f, nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, _ := os.Executable()
+	open := func() *sandbox.Manager {
+		m, err := sandbox.Open(sandbox.Options{Paths: sandbox.PathsUnder(t.TempDir()), Executor: exe, Init: self})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if got := open().PluginServer(); got != plugin {
+		t.Errorf("PluginServer %q, want %q", got, plugin)
+	}
+	if err := os.Remove(plugin); err != nil {
+		t.Fatal(err)
+	}
+	if got := open().PluginServer(); got != "" {
+		t.Errorf("PluginServer %q without one beside the executor or the test binary", got)
+	}
+}

@@ -89,11 +89,13 @@ func TestSpecGolden(t *testing.T) {
 			return in
 		},
 		// Rootless on the host's network, a main command and a working
-		// directory, without seccomp; no cgroup of its own.
+		// directory, without seccomp; no cgroup of its own; a plugin, and
+		// bothy-plugin mounted for it.
 		"rootless-host": func() specInput {
 			in := base(true, "host")
 			in.Workdir = "/work"
-			in.Args = append(in.Args, "--user", "www", "--main-dir", MainDir, "--exit-with-main", "--", "python3", "-m", "http.server")
+			in.PluginServer = "/usr/lib/bothy/bothy-plugin"
+			in.Args = append(in.Args, "--plugins", "jupyter", "--user", "www", "--main-dir", MainDir, "--exit-with-main", "--", "python3", "-m", "http.server")
 			in.MainDir = "/b/data/sandboxes/ID/main"
 			in.Security = Security{Seccomp: SeccompUnconfined}
 			return in

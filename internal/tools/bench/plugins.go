@@ -34,10 +34,10 @@ const pluginColdRuns = 3
 var pluginRows = []struct{ key, label string }{
 	{"plugin/jupyter/first", "jupyter: first `run_ipython` of `1+1` in a new sandbox (the kernel's start included)"},
 	{"plugin/jupyter/cell", "jupyter: `run_ipython` of `1+1`, warm kernel"},
-	{"plugin/jupyter/rss", "jupyter: plugin RSS once started (the kernel)"},
+	{"plugin/jupyter/rss", "jupyter: plugin RSS once started (the kernel and bothy-plugin)"},
 	{"plugin/browser/first", "browser: first `browse` of a local page (python3 -m http.server in the sandbox) in a new sandbox (Chromium's start included)"},
 	{"plugin/browser/warm", "browser: `browse` of the same page, warm browser"},
-	{"plugin/browser/rss", "browser: plugin RSS once started (Chromium's processes, summed)"},
+	{"plugin/browser/rss", "browser: plugin RSS once started (Chromium's processes and bothy-plugin, summed)"},
 	{"plugin/vscode/first", "vscode: `bothy run -d --plugin vscode:eager -p 8080` returned → workbench page (code-server's start, login, VS Code's server start)"},
 	{"plugin/vscode/page", "vscode: workbench page again (`GET /?folder=`, logged in)"},
 	{"plugin/vscode/rss", "vscode: plugin RSS once started, workbench served (code-server and VS Code's server)"},
