@@ -80,7 +80,7 @@ func StartProcess(ctx context.Context, env Env, name string) (Service, error) {
 		return nil, fmt.Errorf("%w: this executor runs no bothy-plugin, which plugin %s's service runs in", ErrUnavailable, name)
 	}
 	if _, err := os.Stat(env.Server); err != nil {
-		return nil, fmt.Errorf("%w: plugin %s runs in bothy-plugin, which this sandbox lacks: %v", ErrUnavailable, name, err)
+		return nil, fmt.Errorf("%w: plugin %s runs in bothy-plugin, which this sandbox lacks (bothy mounts the host's, from beside bothy-executor, where a plugin is enabled): %v", ErrUnavailable, name, err)
 	}
 	dir, err := os.MkdirTemp("", "bothy-plugin-"+name+"-")
 	if err != nil {
@@ -269,7 +269,12 @@ func (s *processService) Execute(ctx context.Context, a *api.Action) (*api.Obser
 		if json.Unmarshal(b, &e) != nil || e.Error == nil || e.Error.Message == "" {
 			return nil, fmt.Errorf("plugin %s: %s: %s", s.name, resp.Status, bytes.TrimSpace(b))
 		}
-		return nil, errors.New(e.Error.Message)
+		err := errors.New(e.Error.Message)
+		if e.Error.Code == api.CodeBadRequest {
+			// The action's fault, as the service said in-process.
+			return nil, httpapi.BadRequest(err)
+		}
+		return nil, err
 	}
 	var obs api.Observation
 	if err := json.NewDecoder(resp.Body).Decode(&obs); err != nil {
@@ -465,12 +470,12 @@ func startServer(name string, lnFile *os.File, log *slog.Logger) (*served, error
 	mux.HandleFunc("POST "+executePath, func(w http.ResponseWriter, req *http.Request) {
 		var a api.Action
 		if err := json.NewDecoder(req.Body).Decode(&a); err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			httpapi.Error(w, httpapi.BadRequest(err))
 			return
 		}
 		obs, err := s.svc.Execute(req.Context(), &a)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
+			httpapi.Error(w, err) // a bad action's status goes back with it
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -504,8 +509,4 @@ func (s *served) close() {
 	_ = s.srv.Close()
 	_ = s.svc.Close()
 	_ = s.reaper.Close()
-}
-
-func writeError(w http.ResponseWriter, status int, err error) {
-	httpapi.WriteError(w, status, api.CodeInternal, err.Error())
 }

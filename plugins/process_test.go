@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/plugins"
 )
@@ -72,6 +73,8 @@ func (e *echo) Execute(_ context.Context, a *api.Action) (*api.Observation, erro
 		os.Exit(3)
 	case "fail":
 		return nil, errors.New("it failed, as asked")
+	case "bad":
+		return nil, httpapi.BadRequest(errors.New("bad action, as asked"))
 	}
 	return &api.Observation{Observation: a.Action, Content: a.Action + " in " + e.env.WorkingDir() + ", cwd " + e.env.Cwd}, nil
 }
@@ -169,8 +172,14 @@ func TestProcessService(t *testing.T) {
 	if want := "look in /the/session/dir, cwd " + e.Cwd; obs.Content != want || obs.Observation != "look" {
 		t.Errorf("observation %+v, want content %q", obs, want)
 	}
-	if _, err := svc.Execute(ctx, &api.Action{Action: "fail"}); err == nil || err.Error() != "it failed, as asked" {
+	var reqErr *httpapi.RequestError
+	if _, err := svc.Execute(ctx, &api.Action{Action: "fail"}); err == nil || err.Error() != "it failed, as asked" || errors.As(err, &reqErr) {
 		t.Errorf("failing action: %v", err)
+	}
+	// A bad action is the request's fault on this side too (the
+	// OpenHands dialect answers 400).
+	if _, err := svc.Execute(ctx, &api.Action{Action: "bad"}); !errors.As(err, &reqErr) || err.Error() != "bad action, as asked" {
+		t.Errorf("bad action: %v", err)
 	}
 
 	ts := httptest.NewServer(svc.Handler())
