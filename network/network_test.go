@@ -3,10 +3,12 @@ package network
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -186,5 +188,46 @@ func TestPruneTempLease(t *testing.T) {
 	entries, _ := os.ReadDir(leases)
 	if len(entries) != 1 || entries[0].Name() != "notes.tmp" {
 		t.Errorf("left in leases: %v", entries)
+	}
+}
+
+// A helper directory that a dying process still writes to for a moment
+// (a helper ended by PDEATHSIG after its watcher, a watcher recording why
+// it stopped) is removed once the writes stop, not left with an error.
+func TestRemoveHelperDirWhileWritten(t *testing.T) {
+	s, err := openStore(stateDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dir, err := s.helperDir("s0123456789ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // a writer that keeps adding files for 100 ms
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = os.WriteFile(fmt.Sprintf("%s/f%d", dir, i), nil, 0o600)
+		}
+	}()
+	time.AfterFunc(100*time.Millisecond, func() { close(stop) })
+	err = s.removeHelperDir("s0123456789ab")
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		// The writer may have made the directory's files again after the
+		// last removal: what is left must be removable now.
+		if err := s.removeHelperDir("s0123456789ab"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -226,8 +227,20 @@ func (s *store) helperDir(id string) (string, error) {
 	return filepath.Join(s.dir, rel), nil
 }
 
+// removeHelperDir removes the helper directory of sandbox id. A process
+// that is dying may still write there (a helper whose watcher was killed
+// before it recorded the helper, ended by PDEATHSIG a moment later; a
+// forwarder or watcher recording why it stopped): a removal that finds the
+// directory not empty is tried again, for up to half a second.
 func (s *store) removeHelperDir(id string) error {
-	if err := s.root.RemoveAll("helpers/" + id); err != nil {
+	var err error
+	for range 50 {
+		if err = s.root.RemoveAll("helpers/" + id); !errors.Is(err, unix.ENOTEMPTY) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
 		return fmt.Errorf("remove helper directory: %w", err)
 	}
 	return nil
