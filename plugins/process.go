@@ -26,6 +26,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/internal/ipc"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 )
 
 // A plugin whose service links heavy libraries (a DevTools client, ZMQ) runs
@@ -43,7 +44,6 @@ const DefaultServer = "/.bothy/bin/bothy-plugin"
 // Routes of a plugin process besides the service's own.
 const (
 	executePath = "/.bothy-plugin/execute"
-	pidsPath    = "/.bothy-plugin/pids"
 	// workingDirHeader carries Env.WorkingDir to the plugin process with
 	// each request.
 	workingDirHeader = "X-Bothy-Working-Dir"
@@ -286,26 +286,9 @@ func (s *processService) Execute(ctx context.Context, a *api.Action) (*api.Obser
 // Handler forwards the plugin's routes to the plugin process.
 func (s *processService) Handler() http.Handler { return s.proxy }
 
-// PIDs are the plugin process and the processes its service runs.
-func (s *processService) PIDs() []int {
-	pids := []int{s.proc.Pid}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://plugin"+pidsPath, nil)
-	if err != nil {
-		return pids
-	}
-	resp, err := s.transport.RoundTrip(req)
-	if err != nil {
-		return pids
-	}
-	defer resp.Body.Close()
-	var theirs []int
-	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&theirs) == nil {
-		pids = append(pids, theirs...)
-	}
-	return pids
-}
+// PIDs are the plugin process and its live descendants: the processes its
+// service runs (a kernel, Chromium's tree).
+func (s *processService) PIDs() []int { return proc.Tree(s.proc.Pid) }
 
 // Close has the plugin process close its service and exit (its stdin
 // ends), and kills it if it has not within closeGrace.
@@ -480,13 +463,6 @@ func startServer(name string, lnFile *os.File, log *slog.Logger) (*served, error
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(obs)
-	})
-	mux.HandleFunc("GET "+pidsPath, func(w http.ResponseWriter, _ *http.Request) {
-		pids := []int{}
-		if p, ok := s.svc.(Processes); ok {
-			pids = append(pids, p.PIDs()...)
-		}
-		_ = json.NewEncoder(w).Encode(pids)
 	})
 	if h := s.svc.Handler(); h != nil {
 		mux.Handle("/", h)

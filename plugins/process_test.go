@@ -21,6 +21,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/plugins"
 )
 
@@ -101,8 +102,6 @@ func (e *echo) Handler() http.Handler {
 	return mux
 }
 
-func (e *echo) PIDs() []int { return []int{e.child.Pid} }
-
 func (e *echo) Close() error {
 	_ = e.child.Signal(syscall.SIGKILL)
 	_, err := e.child.Wait(context.Background())
@@ -129,12 +128,8 @@ func env(t *testing.T) plugins.Env {
 
 // alive reports whether pid runs (a zombie does not).
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || !strings.HasPrefix(string(b[i:]), ") Z")
+	_, zombie, err := proc.Start(pid)
+	return err == nil && !zombie
 }
 
 // gone waits a while for pids to end and reports those still running.
