@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/userns"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -186,13 +185,7 @@ func TestPruneSparesCreation(t *testing.T) {
 	}
 
 	// A launcher that hangs: the sandbox stays creating, and Prune leaves it.
-	self, _ := os.Executable()
-	hang := filepath.Join(t.TempDir(), "hang")
-	script := "#!/bin/sh\ncase \"$1\" in " + ipc.ReexecLaunch + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
-	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: testenv.Executor(t), Init: hang})
+	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: testenv.Executor(t), Init: hangingInit(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +199,17 @@ func TestPruneSparesCreation(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the hanging launcher never started")
 		}
+		select {
+		case err := <-created:
+			t.Fatalf("Create with a hanging launcher ended before its launcher was seen: %v", err)
+		default:
+		}
 		if sb, err := m.Get(ctx, "hung"); err == nil && sb.LauncherPid != 0 {
 			id = sb.ID
 		}
+	}
+	if st := statusOf(t, m)[id]; st == "" {
+		t.Fatalf("the sandbox whose launcher hangs vanished: Create: %v", <-created)
 	}
 	if st := statusOf(t, m)[id]; st != sandbox.StatusCreating {
 		t.Errorf("status while the launcher hangs: %s, want creating", st)

@@ -315,18 +315,27 @@ func TestConcurrentSandboxes(t *testing.T) {
 	}
 }
 
-// A launcher that dies mid-create leaves a record that rm -f and prune clean.
-func TestLauncherKilledMidCreate(t *testing.T) {
-	m := newManager(t)
-	// An init that hangs as the launcher and is the real one otherwise (it
-	// also removes files under a subordinate-id mapping).
+// hangingInit returns an init that hangs as the launcher and is the test
+// binary otherwise (which also removes files under a subordinate-id mapping).
+// Its shell runs privileged (-p): one started while the setuid helpers map
+// its user namespace can see its real and effective ids differ (one read
+// before the uid map, one after) and drop to the overflow id, and newgidmap
+// then refuses a process no longer the caller's.
+func hangingInit(t *testing.T) string {
+	t.Helper()
 	self, _ := os.Executable()
 	hang := filepath.Join(t.TempDir(), "hang")
-	script := "#!/bin/sh\ncase \"$1\" in " + ipc.ReexecLaunch + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
+	script := "#!/bin/sh -p\ncase \"$1\" in " + ipc.ReexecLaunch + ") exec sleep 60;; esac\nexec " + self + " \"$@\"\n"
 	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: testenv.Executor(t), Init: hang})
+	return hang
+}
+
+// A launcher that dies mid-create leaves a record that rm -f and prune clean.
+func TestLauncherKilledMidCreate(t *testing.T) {
+	m := newManager(t)
+	hm, err := sandbox.Open(sandbox.Options{Paths: m.Paths(), Executor: testenv.Executor(t), Init: hangingInit(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
