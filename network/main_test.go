@@ -43,9 +43,17 @@ func testMode(mode string, args []string) int {
 	switch mode {
 	case "hold":
 		// A sandbox stand-in: in its own network namespace, lo up, alive
-		// until its stdin closes (or it is killed).
+		// until its stdin closes (or it is killed). IPv6 is off in it, so
+		// that it sends no frame of its own (router solicitations,
+		// duplicate address detection) before a test's first connection:
+		// a helper must not need one to reach it (TestHelperPublish).
 		if lo, err := netlink.LinkByName("lo"); err == nil {
 			_ = netlink.LinkSetUp(lo)
+		}
+		for _, k := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0); err != nil {
+				return fail(err)
+			}
 		}
 		fmt.Println("ready")
 		_, _ = io.Copy(io.Discard, os.Stdin)

@@ -1,6 +1,8 @@
 package network
 
 import (
+	"crypto/sha256"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +19,7 @@ func pastaArgs(bin string, a *Attachment, dir string, hostLoopback, joinUserns b
 	args := []string{bin, "--foreground", "--quiet", "--ipv4-only", "--config-net",
 		"--address", a.Address.Addr().String(), "--netmask", strconv.Itoa(a.Address.Bits()),
 		"--gateway", a.Gateway.String(), "--dns-forward", a.DNS[0].String(),
-		"--ns-ifname", a.Interface,
+		"--ns-ifname", a.Interface, "--ns-mac-addr", helperMAC(a.ID).String(),
 		"-T", "none", "-U", "none",
 		"--pid", filepath.Join(dir, pidFile),
 		"--netns", procFD(helperNetnsFD)}
@@ -53,6 +55,19 @@ func pastaArgs(bin string, a *Attachment, dir string, hostLoopback, joinUserns b
 		args = append(args, "--runas", "0")
 	}
 	return args
+}
+
+// helperMAC is the sandbox's interface's MAC address with pasta: locally
+// administered, from the sandbox's ID. Given none, pasta (Debian 12's)
+// lets the tap driver pick one and, until the sandbox sent a frame, a
+// connection to a published port from a host address other than loopback
+// (loopback's are spliced, not sent as frames) could be accepted and never
+// reach the sandbox: about one run of TestHelperPublish in 80 hung so.
+func helperMAC(id string) net.HardwareAddr {
+	sum := sha256.Sum256([]byte(id))
+	mac := net.HardwareAddr(sum[:6])
+	mac[0] = mac[0]&^0x01 | 0x02 // unicast, locally administered
+	return mac
 }
 
 func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
