@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -153,10 +152,11 @@ const (
 	forwarderKey    = "forwarder.key"
 )
 
-// startForwarder binds a's forwarded ports on the host, writes the
-// executor's key for the forwarder (0600, in the helper directory dir),
-// and starts the forwarder with them. The caller records a's lease.
-func startForwarder(o *AttachOptions, a *Attachment, dir string) error {
+// prepareForward binds a's forwarded ports on the host and writes the
+// executor's key for the forwarder (0600, in the helper directory dir):
+// the forwarder's configuration and its listening sockets, in order, or
+// nil when a forwards no port. The caller closes the files.
+func prepareForward(o *AttachOptions, a *Attachment, dir string) (cfg *forwardConfig, files []*os.File, err error) {
 	var ports []Port
 	for _, p := range a.Ports {
 		if forwarded(a.PortDriver, p) {
@@ -164,20 +164,51 @@ func startForwarder(o *AttachOptions, a *Attachment, dir string) error {
 		}
 	}
 	if len(ports) == 0 {
-		return nil
+		return nil, nil, nil
 	}
 	if o.Executor.Socket == "" {
-		return errors.New("the builtin port driver needs the sandbox's executor socket")
+		return nil, nil, errors.New("the builtin port driver needs the sandbox's executor socket")
 	}
 	if err := writeKey(dir, o.Executor.APIKey); err != nil {
-		return err
+		return nil, nil, err
 	}
-	var files []*os.File
 	defer func() {
-		for _, f := range files {
-			f.Close()
+		if err != nil {
+			closeAll(files)
+			files = nil
 		}
 	}()
+	for _, p := range ports {
+		ln, err := net.Listen("tcp4", net.JoinHostPort(p.HostIP.String(), fmt.Sprint(p.HostPort)))
+		if err != nil {
+			return nil, files, fmt.Errorf("publish %s: %w", p, err)
+		}
+		f, err := ln.(*net.TCPListener).File()
+		ln.Close()
+		if err != nil {
+			return nil, files, fmt.Errorf("publish %s: %w", p, err)
+		}
+		files = append(files, f)
+	}
+	return &forwardConfig{Socket: o.Executor.Socket, Identity: o.Executor.Identity, Dir: dir, Ports: ports, MaxConns: MaxForwardedConns}, files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// startForwarder starts the forwarder process for a's forwarded ports
+// (prepareForward), for a sandbox whose network has no helper (on none, or
+// on the bridge with --port-driver builtin): with a helper, its watcher
+// forwards them (startWatcher). The caller records a's lease.
+func startForwarder(o *AttachOptions, a *Attachment, dir string) error {
+	fwd, listeners, err := prepareForward(o, a, dir)
+	if fwd == nil || err != nil {
+		return err
+	}
+	defer closeAll(listeners)
 	ownerFd, ok, err := a.Owner.pidfd()
 	if err != nil {
 		return err
@@ -185,20 +216,9 @@ func startForwarder(o *AttachOptions, a *Attachment, dir string) error {
 	if !ok {
 		return fmt.Errorf("sandbox process %d exited", a.Owner.Pid)
 	}
-	files = append(files, os.NewFile(uintptr(ownerFd), "owner"))
-	for _, p := range ports {
-		ln, err := net.Listen("tcp4", net.JoinHostPort(p.HostIP.String(), fmt.Sprint(p.HostPort)))
-		if err != nil {
-			return fmt.Errorf("publish %s: %w", p, err)
-		}
-		f, err := ln.(*net.TCPListener).File()
-		ln.Close()
-		if err != nil {
-			return fmt.Errorf("publish %s: %w", p, err)
-		}
-		files = append(files, f)
-	}
-	cfg, err := json.Marshal(forwardConfig{Socket: o.Executor.Socket, Identity: o.Executor.Identity, Dir: dir, Ports: ports, MaxConns: MaxForwardedConns})
+	owner := os.NewFile(uintptr(ownerFd), "owner")
+	defer owner.Close()
+	cfg, err := json.Marshal(fwd)
 	if err != nil {
 		return err
 	}
@@ -210,7 +230,7 @@ func startForwarder(o *AttachOptions, a *Attachment, dir string) error {
 	cmd := exec.Command(o.Exe, forwardArg)
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = files
+	cmd.ExtraFiles = append([]*os.File{owner}, listeners...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start port forwarder: %w", err)
@@ -298,42 +318,17 @@ func readFile(path string) string {
 
 // forwardMain is the forwarder process.
 func forwardMain() int {
-	logger := log.New(os.Stderr, "forwarder: ", log.LstdFlags|log.Lmicroseconds)
 	var cfg forwardConfig
 	if err := json.NewDecoder(os.Stdin).Decode(&cfg); err != nil {
-		logger.Printf("read configuration: %v", err)
+		fmt.Fprintf(os.Stderr, "forwarder: read configuration: %v\n", err)
 		return 1
-	}
-	status := func(format string, args ...any) {
-		path := filepath.Join(cfg.Dir, forwarderStatus)
-		_ = os.Remove(path)
-		if f, err := createPrivate(path); err == nil {
-			fmt.Fprintf(f, format+"\n", args...)
-			f.Close()
-		}
 	}
 	signal.Ignore(unix.SIGHUP, unix.SIGINT, unix.SIGPIPE)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, unix.SIGTERM)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sem := make(chan struct{}, max(cfg.MaxConns, 1))
-	var wg sync.WaitGroup
-	for i, p := range cfg.Ports {
-		f := os.NewFile(uintptr(forwardListenerFD+i), "listener")
-		ln, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			status("listener of %s: %v", p, err)
-			return 1
-		}
-		tl, ok := ln.(*net.TCPListener)
-		if !ok {
-			status("listener of %s: not a TCP listener", p)
-			return 1
-		}
-		context.AfterFunc(ctx, func() { tl.Close() })
-		wg.Go(func() { serveForward(ctx, logger, &cfg, tl, p, sem) })
+	stop, err := serveForwards(&cfg, forwardListenerFD, os.Stderr)
+	if err != nil {
+		return 1
 	}
 	ownerGone := make(chan struct{})
 	go func() {
@@ -347,12 +342,52 @@ func forwardMain() int {
 	}()
 	select {
 	case <-ownerGone:
-		status("stopped: its sandbox exited")
+		stop("stopped: its sandbox exited")
 	case <-term:
-		status("stopped")
+		stop("stopped")
 	}
-	cancel()
 	return 0
+}
+
+// forwardStatus records why cfg's forwarding stopped (checkForwarder).
+func forwardStatus(cfg *forwardConfig, format string, args ...any) {
+	path := filepath.Join(cfg.Dir, forwarderStatus)
+	_ = os.Remove(path)
+	if f, err := createPrivate(path); err == nil {
+		fmt.Fprintf(f, format+"\n", args...)
+		f.Close()
+	}
+}
+
+// serveForwards forwards cfg's ports, whose listening sockets are the
+// process's descriptors from firstFD on, logging to logw, until stop, which
+// records why. On error the reason is recorded.
+func serveForwards(cfg *forwardConfig, firstFD int, logw io.Writer) (stop func(why string), err error) {
+	logger := log.New(logw, "forwarder: ", log.LstdFlags|log.Lmicroseconds)
+	ctx, cancel := context.WithCancel(context.Background())
+	sem := make(chan struct{}, max(cfg.MaxConns, 1))
+	for i, p := range cfg.Ports {
+		f := os.NewFile(uintptr(firstFD+i), "listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err == nil {
+			if _, ok := ln.(*net.TCPListener); !ok {
+				err = errors.New("not a TCP listener")
+			}
+		}
+		if err != nil {
+			cancel()
+			forwardStatus(cfg, "listener of %s: %v", p, err)
+			return nil, err
+		}
+		tl := ln.(*net.TCPListener)
+		context.AfterFunc(ctx, func() { tl.Close() })
+		go serveForward(ctx, logger, cfg, tl, p, sem)
+	}
+	return func(why string) {
+		forwardStatus(cfg, "%s", why)
+		cancel()
+	}, nil
 }
 
 // serveForward accepts connections on ln while a slot is free and forwards

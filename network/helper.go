@@ -48,13 +48,17 @@ func init() {
 	ipc.Handle(rulesArg, rulesMain)
 }
 
-// watchConfig is the watcher's stdin.
+// watchConfig is the watcher's stdin. With Forward, the watcher also
+// forwards those published ports (the builtin port driver's forwarder, in
+// its process), from their listening sockets at watchListenerFD on, until
+// the sandbox ends, even if the helper died.
 type watchConfig struct {
-	Driver Driver        `json:"driver"`
-	Args   []string      `json:"args"`
-	Dir    string        `json:"dir"`
-	Ports  []Port        `json:"ports,omitempty"`
-	Ready  time.Duration `json:"ready"`
+	Driver  Driver         `json:"driver"`
+	Args    []string       `json:"args"`
+	Dir     string         `json:"dir"`
+	Ports   []Port         `json:"ports,omitempty"`
+	Ready   time.Duration  `json:"ready"`
+	Forward *forwardConfig `json:"forward,omitempty"`
 }
 
 // watchReport is the watcher's one message on its report pipe.
@@ -70,6 +74,8 @@ const (
 	watchOwnerFD  = 4
 	watchNetnsFD  = 5
 	watchUsernsFD = 6
+	// Then the listening sockets of watchConfig.Forward's ports.
+	watchListenerFD = 7
 )
 
 // The helper's descriptors: its namespaces as /proc/self/fd/3 and 4, and
@@ -133,9 +139,14 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		}
 		trace.Mark("network", "rules installed")
 	}
-	if err := startForwarder(o, a, dir); err != nil {
+	// The watcher forwards the published TCP ports too (one process
+	// for both: a forwarder of its own is another Go program's start and
+	// resident memory per sandbox).
+	fwd, listeners, err := prepareForward(o, a, dir)
+	if err != nil {
 		return err
 	}
+	defer closeAll(listeners)
 	var args []string
 	switch o.Driver {
 	case DriverPasta:
@@ -147,7 +158,7 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 	default:
 		return fmt.Errorf("unknown network driver %q", o.Driver)
 	}
-	wait, err := startWatcher(o, a, args, nsfd, userns, func(ctx context.Context) error { return rewrite(ctx, a) })
+	wait, err := startWatcher(o, a, args, nsfd, userns, fwd, listeners, func(ctx context.Context) error { return rewrite(ctx, a) })
 	if err != nil {
 		return err
 	}
@@ -203,8 +214,8 @@ func rewrite(ctx context.Context, a *Attachment) error {
 // startWatcher starts the watcher and returns the function that waits for
 // its report. record is called as soon as the watcher runs, to write the
 // lease that names it, and again with the helper's identity.
-func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *os.File, record func(context.Context) error) (func(context.Context) error, error) {
-	cfg, err := json.Marshal(watchConfig{Driver: o.Driver, Args: args, Dir: a.Helper.Dir, Ports: a.stackPorts(), Ready: o.ReadyTimeout})
+func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *os.File, fwd *forwardConfig, listeners []*os.File, record func(context.Context) error) (func(context.Context) error, error) {
+	cfg, err := json.Marshal(watchConfig{Driver: o.Driver, Args: args, Dir: a.Helper.Dir, Ports: a.stackPorts(), Ready: o.ReadyTimeout, Forward: fwd})
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +242,7 @@ func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *
 	cmd := exec.Command(o.Exe, watchArg)
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{reportW, owner, nsfd, userns}
+	cmd.ExtraFiles = append([]*os.File{reportW, owner, nsfd, userns}, listeners...)
 	// Its own session: a ^C at the terminal of the CLI that attached ends
 	// the CLI, not the sandbox's network.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -244,6 +255,9 @@ func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *
 	go func() { _ = cmd.Wait() }() // reaped whenever it ends
 	trace.Mark("network", "watcher started")
 	if a.Helper.Watcher, err = identify(cmd.Process.Pid); err == nil {
+		if fwd != nil {
+			a.Forwarder = &Forwarder{Dir: fwd.Dir, Process: a.Helper.Watcher}
+		}
 		err = record(context.Background())
 	}
 	if err != nil {
@@ -387,6 +401,13 @@ func watchMain() int {
 			f.Close()
 		}
 	}
+	stopForward := func(string) {}
+	if cfg.Forward != nil {
+		var err error
+		if stopForward, err = serveForwards(cfg.Forward, watchListenerFD, os.Stderr); err != nil {
+			return fail(fmt.Errorf("forward published ports: %w", err))
+		}
+	}
 	logf, err := createPrivate(filepath.Join(cfg.Dir, helperLogFile))
 	if err != nil {
 		return fail(err)
@@ -467,11 +488,24 @@ func watchMain() int {
 	}
 	select {
 	case <-ownerGone:
+		stopForward("stopped: its sandbox exited")
 		return stopHelper(fmt.Sprintf("%s stopped: its sandbox exited", cfg.Driver))
 	case <-term:
+		stopForward("stopped")
 		return stopHelper(fmt.Sprintf("%s stopped", cfg.Driver))
 	case werr := <-exited:
 		status("%s", died(werr))
+		if cfg.Forward == nil {
+			return 1
+		}
+		// The published ports go through the executor, not the helper:
+		// they answer until the sandbox ends.
+		select {
+		case <-ownerGone:
+			stopForward("stopped: its sandbox exited")
+		case <-term:
+			stopForward("stopped")
+		}
 		return 1
 	}
 }

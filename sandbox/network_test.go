@@ -303,13 +303,18 @@ func TestNetworkAttachFails(t *testing.T) {
 }
 
 // TestNetworkHelperGone: a sandbox whose helper died has no network, and
-// inspect says so (never a hang); rm removes what is left.
+// inspect says so (never a hang), while its port published through the
+// builtin driver, which the helper's watcher forwards (one process for
+// both), still answers; rm removes what is left.
 func TestNetworkHelperGone(t *testing.T) {
 	e := newNetEnv(t)
-	sb := e.create(sandbox.CreateOptions{Network: network.Options{Mode: "slirp4netns", Publish: []string{"8000"}}})
+	sb := e.create(sandbox.CreateOptions{Network: network.Options{Mode: "slirp4netns", Publish: []string{"8000"}}, Cmd: httpdCmd("gone")})
 	a := sb.NetworkAttachment
 	if a == nil || a.Helper == nil || !a.Helper.Process.Alive() {
 		t.Fatalf("attachment: %+v", a)
+	}
+	if a.Forwarder == nil || a.Forwarder.Process != a.Helper.Watcher {
+		t.Errorf("the port forwarder %+v is not the helper's watcher %+v", a.Forwarder, a.Helper.Watcher)
 	}
 	// The helper bothy started for this sandbox, by pid and start time.
 	fd, err := unix.PidfdOpen(a.Helper.Process.Pid, 0)
@@ -334,6 +339,9 @@ func TestNetworkHelperGone(t *testing.T) {
 	}
 	if !strings.Contains(in.NetworkError, "network helper exited: slirp4netns") {
 		t.Errorf("inspect after the helper died: %q", in.NetworkError)
+	}
+	if out, err := fetchHost(publishedURL(t, sb)); err != nil || out != "gone" {
+		t.Errorf("the published port after the helper died: %q %v", out, err)
 	}
 	if err := e.m.Remove(context.Background(), sb.ID, true); err != nil {
 		t.Fatal(err)
