@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // The test binary doubles as the programs its tests run in network
@@ -73,6 +75,19 @@ func testMode(mode string, args []string) int {
 			return fail(err)
 		}
 		fmt.Print(body)
+		return 0
+	case "leader-exits":
+		// A process whose leader thread exits (a zombie) while its
+		// other threads still hold a listening socket, as a Go program's
+		// leader can while the rest of it exits.
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Println("ready", l.Addr())
+		go func() { select {} }()
+		runtime.LockOSThread()
+		unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
 		return 0
 	case "udp-echo":
 		c, err := net.ListenPacket("udp4", args[0])

@@ -40,7 +40,9 @@ func (p Process) Alive() bool {
 
 // pidfd opens a pidfd for p, checked against its start time after it is
 // open, so that it can never name a recycled pid. ok is false when p is
-// gone.
+// gone. A zombie is not gone yet: a multithreaded process's leader is one
+// while its other threads still exit, holding its files (a forwarder's
+// listening sockets), and the pidfd is readable only once they have.
 func (p Process) pidfd() (fd int, ok bool, err error) {
 	if p.Pid <= 0 {
 		return -1, false, nil
@@ -52,7 +54,7 @@ func (p Process) pidfd() (fd int, ok bool, err error) {
 	if err != nil {
 		return -1, false, fmt.Errorf("open pidfd %d: %w", p.Pid, err)
 	}
-	if !p.Alive() {
+	if start, _, err := proc.Start(p.Pid); err != nil || start != p.Start {
 		unix.Close(fd)
 		return -1, false, nil
 	}
@@ -73,15 +75,15 @@ func (p Process) kill(ctx context.Context) error {
 	return waitPidfd(ctx, fd, p)
 }
 
-// waitPidfd waits until the process behind fd has exited: a pidfd becomes
-// readable then. A zombie that nobody reaps counts as gone.
+// waitPidfd waits until the process behind fd has exited, all its threads:
+// a pidfd becomes readable then, a zombie that nobody reaps included.
 func waitPidfd(ctx context.Context, fd int, p Process) error {
 	for {
 		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 20)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("wait for %d: %w", p.Pid, err)
 		}
-		if n > 0 || !p.Alive() {
+		if n > 0 {
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -1,0 +1,55 @@
+package network
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/bothy-sandbox/bothy/internal/proc"
+)
+
+// kill waits for every thread of a process, not only for its leader: a
+// process whose leader is a zombie while its other threads still run holds
+// its files, and a killed forwarder's ports must be free once kill returns
+// (TestForwarderRefusesNonTCP failed now and then on that, a Go program's
+// leader exiting before the rest of it).
+func TestKillWaitsForAllThreads(t *testing.T) {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "BOTHY_NETTEST=leader-exits")
+	addr, err := netip.ParseAddrPort(startServer(t, cmd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Process
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		start, zombie, err := proc.Start(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if zombie {
+			p = Process{Pid: cmd.Process.Pid, Start: start}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader thread never exited")
+		}
+	}
+	if p.Alive() {
+		t.Fatalf("process %d reads as running with its leader a zombie", p.Pid)
+	}
+	if portFree("tcp", addr.Addr(), addr.Port()) {
+		t.Fatalf("port %s is free while the process's other threads run", addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !portFree("tcp", addr.Addr(), addr.Port()) {
+		t.Errorf("port %s is still bound once kill returned", addr)
+	}
+}
