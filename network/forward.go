@@ -156,7 +156,7 @@ const (
 // executor's key for the forwarder (0600, in the helper directory dir):
 // the forwarder's configuration and its listening sockets, in order, or
 // nil when a forwards no port. The caller closes the files.
-func prepareForward(o *AttachOptions, a *Attachment, dir string) (cfg *forwardConfig, files []*os.File, err error) {
+func prepareForward(o *AttachOptions, a *Attachment, dir string) (*forwardConfig, []*os.File, error) {
 	var ports []Port
 	for _, p := range a.Ports {
 		if forwarded(a.PortDriver, p) {
@@ -172,25 +172,26 @@ func prepareForward(o *AttachOptions, a *Attachment, dir string) (cfg *forwardCo
 	if err := writeKey(dir, o.Executor.APIKey); err != nil {
 		return nil, nil, err
 	}
-	defer func() {
+	var files []*os.File
+	for _, p := range ports {
+		f, err := listenFile(p)
 		if err != nil {
 			closeAll(files)
-			files = nil
-		}
-	}()
-	for _, p := range ports {
-		ln, err := net.Listen("tcp4", net.JoinHostPort(p.HostIP.String(), fmt.Sprint(p.HostPort)))
-		if err != nil {
-			return nil, files, fmt.Errorf("publish %s: %w", p, err)
-		}
-		f, err := ln.(*net.TCPListener).File()
-		ln.Close()
-		if err != nil {
-			return nil, files, fmt.Errorf("publish %s: %w", p, err)
+			return nil, nil, fmt.Errorf("publish %s: %w", p, err)
 		}
 		files = append(files, f)
 	}
 	return &forwardConfig{Socket: o.Executor.Socket, Identity: o.Executor.Identity, Dir: dir, Ports: ports, MaxConns: MaxForwardedConns}, files, nil
+}
+
+// listenFile binds p's host port and returns the listening socket.
+func listenFile(p Port) (*os.File, error) {
+	ln, err := net.Listen("tcp4", net.JoinHostPort(p.HostIP.String(), fmt.Sprint(p.HostPort)))
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	return ln.(*net.TCPListener).File()
 }
 
 func closeAll(files []*os.File) {

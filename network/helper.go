@@ -480,34 +480,32 @@ func watchMain() int {
 			}
 		}
 	}()
-	stopHelper := func(why string) int {
-		_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
-		<-exited
-		status("%s", why)
-		return 0
-	}
+	const ownerExited, terminated = "stopped: its sandbox exited", "stopped"
+	var why string
 	select {
-	case <-ownerGone:
-		stopForward("stopped: its sandbox exited")
-		return stopHelper(fmt.Sprintf("%s stopped: its sandbox exited", cfg.Driver))
-	case <-term:
-		stopForward("stopped")
-		return stopHelper(fmt.Sprintf("%s stopped", cfg.Driver))
 	case werr := <-exited:
 		status("%s", died(werr))
-		if cfg.Forward == nil {
-			return 1
-		}
-		// The published ports go through the executor, not the helper:
-		// they answer until the sandbox ends.
-		select {
-		case <-ownerGone:
-			stopForward("stopped: its sandbox exited")
-		case <-term:
-			stopForward("stopped")
+		if cfg.Forward != nil {
+			// The published ports go through the executor, not the
+			// helper: they answer until the sandbox ends.
+			select {
+			case <-ownerGone:
+				stopForward(ownerExited)
+			case <-term:
+				stopForward(terminated)
+			}
 		}
 		return 1
+	case <-ownerGone:
+		why = ownerExited
+	case <-term:
+		why = terminated
 	}
+	stopForward(why)
+	_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
+	<-exited
+	status("%s %s", cfg.Driver, why)
+	return 0
 }
 
 type exitError struct{ err error }

@@ -204,20 +204,13 @@ func TestRemoveHelperDirWhileWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { // a writer that keeps adding files for 100 ms
 		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for i, end := 0, time.Now().Add(100*time.Millisecond); time.Now().Before(end); i++ {
 			_ = os.WriteFile(fmt.Sprintf("%s/f%d", dir, i), nil, 0o600)
 		}
 	}()
-	time.AfterFunc(100*time.Millisecond, func() { close(stop) })
 	err = s.removeHelperDir("s0123456789ab")
 	<-done
 	if err != nil {

@@ -208,10 +208,11 @@ func TestPruneSparesCreation(t *testing.T) {
 			id = sb.ID
 		}
 	}
-	if st := statusOf(t, m)[id]; st == "" {
+	switch st := statusOf(t, m)[id]; st {
+	case "":
 		t.Fatalf("the sandbox whose launcher hangs vanished: Create: %v", <-created)
-	}
-	if st := statusOf(t, m)[id]; st != sandbox.StatusCreating {
+	case sandbox.StatusCreating:
+	default:
 		t.Errorf("status while the launcher hangs: %s, want creating", st)
 	}
 	if removed, err := m.Prune(ctx); err != nil || slices.Contains(removed, id) {
