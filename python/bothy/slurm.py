@@ -18,9 +18,10 @@ results yielded as they finish.
 
 Only Slurm's commands are used (``sbatch``, ``squeue``, ``scontrol``,
 ``sacct`` where accounting is on): no REST API, no daemon. Each task writes
-its stdout, stderr, exit code and ``bothy run --stats-file`` stats into
-``workdir/out``, which must be on a filesystem the submitting host and the
-compute nodes share (for a single node, any directory). See docs/slurm.md.
+its stdout, stderr, exit code and ``bothy run --stats-file`` stats, and
+Slurm its own messages about the task, into ``workdir/out``, which must be
+on a filesystem the submitting host and the compute nodes share (for a
+single node, any directory). See docs/slurm.md.
 """
 
 from __future__ import annotations
@@ -187,7 +188,10 @@ def submit(
     _write(batch, _BATCH.format(out=shlex.quote(odir), tasks=shlex.quote(tdir)))
     os.chmod(batch, 0o755)
     array = f"0-{len(specs) - 1}" + (f"%{max_parallel}" if max_parallel else "")
-    argv = ["sbatch", "--parsable", f"--array={array}", f"--job-name={job_name}", "--output=/dev/null", f"--chdir={workdir}"]
+    # Slurm's own messages about a task (scancel, the time limit) go to
+    # out/N.slurm: the task's state once the controller has forgotten it.
+    output = os.path.join(odir, "%a.slurm")
+    argv = ["sbatch", "--parsable", f"--array={array}", f"--job-name={job_name}", f"--output={output}", f"--chdir={workdir}"]
     if time_limit:
         argv.append(f"--time={time_limit}")
     if memory:
@@ -260,7 +264,12 @@ class ArrayJob:
         running, and those that ended a moment ago (squeue -j lists them
         as long as the controller remembers them, MinJobAge, and then
         scontrol forgets them too: their state is read here)."""
-        out = _run(["squeue", "-h", "-r", "-j", self.job_id, "-o", "%K %T"], self._env)
+        try:
+            out = _run(["squeue", "-h", "-r", "-j", self.job_id, "-o", "%K %T"], self._env)
+        except SlurmError as e:
+            if "Invalid job id" in str(e):
+                return {}  # every task has ended and been forgotten
+            raise
         tasks: Dict[int, str] = {}
         for line in out.splitlines():
             fields = line.split()
@@ -339,7 +348,10 @@ class ArrayJob:
 
     def _state(self, i: int) -> str:
         """Slurm's state of a task that ended without an exit file:
-        scontrol while the controller remembers it, else sacct."""
+        scontrol while the controller remembers it, else sacct, else what
+        slurmstepd wrote in the task's output (a task ended while
+        COMPLETING is forgotten MinJobAge later, which can be before a
+        poll sees its final state)."""
         tid = f"{self.job_id}_{i}"
         try:
             out = _run(["scontrol", "show", "job", "-o", tid], self._env)
@@ -354,11 +366,31 @@ class ArrayJob:
                 return out.split()[0]
         except SlurmError:
             pass
-        return "UNKNOWN"
+        return _stepd_state(_read(os.path.join(self._out, f"{i}.slurm")))
 
 
 # Slurm's job states in which a job has ended.
 _FINAL = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"})
+
+
+# slurmstepd's line in a job's output when it ends the job:
+# "*** JOB 12 ON node CANCELLED AT 2026-11-29T11:13:13 [DUE TO ...] ***".
+_DUE_TO = {"TIME LIMIT": "TIMEOUT", "NODE FAILURE": "NODE_FAIL", "PREEMPTION": "PREEMPTED"}
+
+
+def _stepd_state(output: str) -> str:
+    """A task's final state from slurmstepd's messages in its output:
+    CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED or OUT_OF_MEMORY, else
+    UNKNOWN."""
+    for line in reversed(output.splitlines()):
+        if "*** JOB " in line and " CANCELLED AT " in line:
+            for due, state in _DUE_TO.items():
+                if "DUE TO " + due in line:
+                    return state
+            return "CANCELLED"
+        if "oom-kill event" in line or "oom_kill event" in line:
+            return "OUT_OF_MEMORY"
+    return "UNKNOWN"
 
 
 def _range(spec: str) -> List[int]:

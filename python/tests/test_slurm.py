@@ -122,3 +122,30 @@ def test_slurm_arguments(tmp_path: Any) -> None:
     with open(os.path.join(w, "tasks", "2.sh")) as f:
         script = f.read()
     assert script.endswith(" img -- echo 2 x2y\n") and "--stats-file " + os.path.join(w, "out", "2.stats.json") in script, script
+
+
+def test_slurm_forgotten_tasks(tmp_path: Any) -> None:
+    """A task the controller has forgotten (squeue and scontrol: "Invalid
+    job id", no accounting) is finished: its state is slurmstepd's line in
+    its output, else UNKNOWN; results() does not wait on for it. A job
+    cancelled while COMPLETING is forgotten MinJobAge after it ends, which
+    can be before a poll sees it CANCELLED (test_slurm_array[root] timed
+    out so, once in 13 here)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for cmd, msg in [("squeue", "slurm_load_jobs error: Invalid job id specified"), ("scontrol", "slurm_load_jobs error: Invalid job id specified"), ("sacct", "Slurm accounting storage is disabled")]:
+        p = bin_dir / cmd
+        p.write_text(f"#!/bin/sh\necho '{msg}' >&2\nexit 1\n")
+        p.chmod(0o755)
+    out = tmp_path / "w" / "out"
+    out.mkdir(parents=True)
+    (out / "0.slurm").write_text("slurmstepd-vm: error: *** JOB 500039 ON vm CANCELLED AT 2026-11-29T11:13:13 ***\n")
+    (out / "1.slurm").write_text("slurmstepd-vm: error: *** JOB 500040 ON vm CANCELLED AT 2026-11-29T11:14:13 DUE TO TIME LIMIT ***\n")
+    (out / "2.exit").write_text("3\n")
+    job = slurm.ArrayJob("500039", 4, str(tmp_path / "w"), dict(os.environ, PATH=str(bin_dir)))
+    got = {r.index: (r.state, r.exit_code) for r in job.results(poll=0.1, timeout=10)}
+    assert got == {0: ("CANCELLED", None), 1: ("TIMEOUT", None), 2: ("FAILED", 3), 3: ("UNKNOWN", None)}, got
+    # A controller that cannot be reached is not a forgotten job: looked at again.
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n")
+    with pytest.raises(TimeoutError):
+        list(slurm.ArrayJob("500041", 1, str(tmp_path / "w2"), dict(os.environ, PATH=str(bin_dir))).results(poll=0.1, timeout=0.5))
