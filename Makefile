@@ -277,7 +277,7 @@ fuzz: ## Run each fuzzer for FUZZTIME (default 20s).
 .PHONY: bench
 # Rootless podman needs the user's subordinate id range, as test-user gives it.
 # BASELINE=REV (a git revision) also measures that revision's CLI, run by run in turn with this one.
-bench: build test-user test-images $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar $(BIN)/iperf-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy; BENCH_ONLY=pool takes only the warm-pool rows, BENCH_ONLY=tput only the TCP throughput rows, BENCH_ONLY=plugins only the plugins' (vscode's when make vscode-image has made its image), BENCH_ONLY=client only the Go and Python clients' round trips.
+bench: build test-user test-images $(BIN)/busybox.oci.tar $(BIN)/big-image.oci.tar $(BIN)/iperf-image.oci.tar ## Print the benchmark table (bothy vs crun, runc and podman, root and rootless); BASELINE=REV adds that revision's bothy; BENCH_ONLY=pool takes only the warm-pool rows, BENCH_ONLY=tput only the TCP throughput rows, BENCH_ONLY=plugins only the plugins' (vscode's when make vscode-image has made its image), BENCH_ONLY=client only the Go and Python clients' round trips, BENCH_ONLY=cli only the CLI's start-to-ready (none, bridge, host) and run-to-exit rows (with BASELINE, the baseline's beside them).
 	@( $(call apt-install,$(BENCH_PACKAGES)) ) || echo "bench: without $(BENCH_PACKAGES), the table says so" >&2
 	@$(GO) build -tags "$(TAGS)" -o $(BIN)/bench ./internal/tools/bench && chmod a+rx $(BIN)/bench
 	@if [ -n "$(BASELINE)" ]; then \

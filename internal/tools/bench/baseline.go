@@ -48,3 +48,20 @@ func baselineBuild(ctx context.Context, dir, bin string) (*baselineRun, error) {
 	}
 	return &baselineRun{build{"-base", bothy, sandbox.PathsUnder(root)}, cleanup}, nil
 }
+
+// withBaseline lists this tree's build and, when baseline names a bin
+// directory, that build's (see baselineBuild); done removes the
+// baseline's state root.
+func withBaseline(ctx context.Context, r *result, bothy func(...string) (string, error), paths sandbox.Paths, baseline, bin string) (builds []build, done func()) {
+	builds = []build{{"", bothy, paths}}
+	if baseline == "" {
+		return builds, func() {}
+	}
+	b, err := baselineBuild(ctx, baseline, bin)
+	if err != nil {
+		logf("baseline: %v", err)
+		r.Notes["ready/bothy-base"] = "baseline failed"
+		return builds, func() {}
+	}
+	return append(builds, b.build), b.cleanup
+}

@@ -37,7 +37,7 @@ func main() {
 	inner := flag.String("inner", "", "internal: run a runtime loop inside a private mount namespace")
 	podmanJob := flag.String("podman", "", "internal: run the podman measurements (as root inside a private mount and network namespace)")
 	baseline := flag.String("baseline", "", "also measure the bothy CLI of this bin directory (an older build), interleaved run by run with this one")
-	flag.StringVar(&only, "only", "", "measure only this group of figures: pool (the warm-pool claims), tput (the TCP throughput rows, bothy's and podman's), plugins (the jupyter, browser and vscode plugins' rows), client (the Go and Python clients' round trips)")
+	flag.StringVar(&only, "only", "", "measure only this group of figures: pool (the warm-pool claims), tput (the TCP throughput rows, bothy's and podman's), plugins (the jupyter, browser and vscode plugins' rows), client (the Go and Python clients' round trips), cli (the CLI's start-to-ready rows, none, bridge and host, and run-to-exit, the baseline's beside them)")
 	flag.StringVar(&vscodeImage, "vscode-image", "", "the VS Code test image (an OCI archive) the vscode plugin's rows use; without it they say so")
 	flag.Parse()
 	// The bridge rows' sandboxes (root) on a bridge instance, subnet and

@@ -80,6 +80,13 @@ func measure(bin, baseline string, n int) *result {
 		return r
 	}
 
+	if only == "cli" {
+		builds, done := withBaseline(ctx, r, bothy, paths, baseline, bin)
+		defer done()
+		measureCLI(r, builds, n)
+		return r
+	}
+
 	logf("%s: sandbox preparation", r.Mode)
 	prep := func(image, key string) {
 		var ids []string
@@ -106,17 +113,8 @@ func measure(bin, baseline string, n int) *result {
 		r.Notes["prep/big/cold"] = "no big-image.oci.tar"
 	}
 
-	builds := []build{{"", bothy, paths}}
-	if baseline != "" {
-		if b, err := baselineBuild(ctx, baseline, bin); err != nil {
-			logf("baseline: %v", err)
-			r.Notes["ready/bothy-base"] = "baseline failed"
-		} else {
-			defer b.cleanup()
-			builds = append(builds, b.build)
-		}
-	}
-
+	builds, done := withBaseline(ctx, r, bothy, paths, baseline, bin)
+	defer done()
 	measureCLI(r, builds, n)
 	measurePool(r, m, bothy, n)
 	measureClients(ctx, r, m, filepath.Join(bin, "bothy"), root, bin, bothy)
