@@ -57,8 +57,11 @@ cpu() { cat "$acct/cpuacct.usage" 2>/dev/null || echo 0; }
 [ -n "${BOTHY_TRACE:-}" ] && trace="BOTHY_TRACE=1 "
 
 echo "slurm-bench: $n tasks per array, as $user; load before: $(uptime | sed 's/.*load/load/')"
+k=0
 for mode in "${modes[@]}"; do
-	res=$tmp/work/$mode
+	# A directory of its own per array: a mode may be named twice.
+	k=$((k + 1))
+	res=$tmp/work/$k-$mode
 	# Sticky, as /tmp: bothy refuses a state directory others could move.
 	mkdir -m 1777 "$res" && chmod 1777 "$res"
 	mkdir "$res/root" && chown "$user" "$res/root"
