@@ -331,23 +331,33 @@ func forwardMain() int {
 	if err != nil {
 		return 1
 	}
+	stop(<-sandboxEnd(forwardOwnerFD, term))
+	return 0
+}
+
+// sandboxEnd sends why a helper process is to stop: its sandbox's process
+// exited (the pidfd ownerFD became readable) or it was sent SIGTERM.
+func sandboxEnd(ownerFD int, term <-chan os.Signal) <-chan string {
 	ownerGone := make(chan struct{})
 	go func() {
 		for {
-			n, err := unix.Poll([]unix.PollFd{{Fd: forwardOwnerFD, Events: unix.POLLIN}}, -1)
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(ownerFD), Events: unix.POLLIN}}, -1)
 			if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
 				close(ownerGone)
 				return
 			}
 		}
 	}()
-	select {
-	case <-ownerGone:
-		stop("stopped: its sandbox exited")
-	case <-term:
-		stop("stopped")
-	}
-	return 0
+	why := make(chan string, 1)
+	go func() {
+		select {
+		case <-ownerGone:
+			why <- "stopped: its sandbox exited"
+		case <-term:
+			why <- "stopped"
+		}
+	}()
+	return why
 }
 
 // forwardStatus records why cfg's forwarding stopped (checkForwarder).
@@ -371,17 +381,15 @@ func serveForwards(cfg *forwardConfig, firstFD int, logw io.Writer) (stop func(w
 		f := os.NewFile(uintptr(firstFD+i), "listener")
 		ln, err := net.FileListener(f)
 		f.Close()
-		if err == nil {
-			if _, ok := ln.(*net.TCPListener); !ok {
-				err = errors.New("not a TCP listener")
-			}
+		tl, ok := ln.(*net.TCPListener)
+		if err == nil && !ok {
+			err = errors.New("not a TCP listener")
 		}
 		if err != nil {
 			cancel()
 			forwardStatus(cfg, "listener of %s: %v", p, err)
 			return nil, err
 		}
-		tl := ln.(*net.TCPListener)
 		context.AfterFunc(ctx, func() { tl.Close() })
 		go serveForward(ctx, logger, cfg, tl, p, sem)
 	}

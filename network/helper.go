@@ -470,42 +470,23 @@ func watchMain() int {
 	}
 	report.Close()
 
-	ownerGone := make(chan struct{})
-	go func() {
-		for {
-			n, err := unix.Poll([]unix.PollFd{{Fd: watchOwnerFD, Events: unix.POLLIN}}, -1)
-			if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
-				close(ownerGone)
-				return
-			}
-		}
-	}()
-	const ownerExited, terminated = "stopped: its sandbox exited", "stopped"
-	var why string
+	end := sandboxEnd(watchOwnerFD, term)
 	select {
 	case werr := <-exited:
 		status("%s", died(werr))
+		// The published ports go through the executor, not the helper:
+		// they answer until the sandbox ends.
 		if cfg.Forward != nil {
-			// The published ports go through the executor, not the
-			// helper: they answer until the sandbox ends.
-			select {
-			case <-ownerGone:
-				stopForward(ownerExited)
-			case <-term:
-				stopForward(terminated)
-			}
+			stopForward(<-end)
 		}
 		return 1
-	case <-ownerGone:
-		why = ownerExited
-	case <-term:
-		why = terminated
+	case why := <-end:
+		stopForward(why)
+		_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
+		<-exited
+		status("%s %s", cfg.Driver, why)
+		return 0
 	}
-	stopForward(why)
-	_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
-	<-exited
-	status("%s %s", cfg.Driver, why)
-	return 0
 }
 
 type exitError struct{ err error }

@@ -379,17 +379,14 @@ _DUE_TO = {"TIME LIMIT": "TIMEOUT", "NODE FAILURE": "NODE_FAIL", "PREEMPTION": "
 
 
 def _stepd_state(output: str) -> str:
-    """A task's final state from slurmstepd's messages in its output:
-    CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED or OUT_OF_MEMORY, else
-    UNKNOWN."""
+    """A task's final state from slurmstepd's line in its output:
+    CANCELLED, TIMEOUT, NODE_FAIL or PREEMPTED, else UNKNOWN."""
     for line in reversed(output.splitlines()):
         if "*** JOB " in line and " CANCELLED AT " in line:
             for due, state in _DUE_TO.items():
                 if "DUE TO " + due in line:
                     return state
             return "CANCELLED"
-        if "oom-kill event" in line or "oom_kill event" in line:
-            return "OUT_OF_MEMORY"
     return "UNKNOWN"
 
 

@@ -142,9 +142,11 @@ def test_slurm_forgotten_tasks(tmp_path: Any) -> None:
     (out / "0.slurm").write_text("slurmstepd-vm: error: *** JOB 500039 ON vm CANCELLED AT 2026-11-29T11:13:13 ***\n")
     (out / "1.slurm").write_text("slurmstepd-vm: error: *** JOB 500040 ON vm CANCELLED AT 2026-11-29T11:14:13 DUE TO TIME LIMIT ***\n")
     (out / "2.exit").write_text("3\n")
-    job = slurm.ArrayJob("500039", 4, str(tmp_path / "w"), dict(os.environ, PATH=str(bin_dir)))
+    # As Slurm's source words it (not seen here: a node failure ends a task so too).
+    (out / "4.slurm").write_text("slurmstepd-vm: error: *** JOB 500043 ON vm CANCELLED AT 2026-11-29T11:15:13 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n")
+    job = slurm.ArrayJob("500039", 5, str(tmp_path / "w"), dict(os.environ, PATH=str(bin_dir)))
     got = {r.index: (r.state, r.exit_code) for r in job.results(poll=0.1, timeout=10)}
-    assert got == {0: ("CANCELLED", None), 1: ("TIMEOUT", None), 2: ("FAILED", 3), 3: ("UNKNOWN", None)}, got
+    assert got == {0: ("CANCELLED", None), 1: ("TIMEOUT", None), 2: ("FAILED", 3), 3: ("UNKNOWN", None), 4: ("NODE_FAIL", None)}, got
     # A controller that cannot be reached is not a forgotten job: looked at again.
     (bin_dir / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n")
     with pytest.raises(TimeoutError):
