@@ -30,7 +30,7 @@ type result struct {
 func (r *result) add(key string, d time.Duration) { r.Samples[key] = append(r.Samples[key], int64(d)) }
 
 func main() {
-	bin := flag.String("bin", "bin", "directory with bothy, bothy-init, bothy-executor and the image archives")
+	bin := flag.String("bin", "bin", "directory with bothy, bothy-init, bothy-executor and the image archives (the binaries are measured from fresh copies: see freshCopy)")
 	user := flag.String("user", "", "also measure rootless as this user (when run as root)")
 	n := flag.Int("n", 50, "runs per start measurement")
 	child := flag.Bool("child", false, "print this mode's samples as JSON (used for the rootless half)")
@@ -66,7 +66,19 @@ func main() {
 			fatal(err)
 		}
 	}
-	r := measure(abs, base, *n)
+	exe, err := freshCopy(abs)
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(exe)
+	baseExe := ""
+	if base != "" {
+		if baseExe, err = freshCopy(base); err != nil {
+			fatal(err)
+		}
+		defer os.RemoveAll(baseExe)
+	}
+	r := measure(abs, exe, baseExe, *n)
 	if *child {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
 		return

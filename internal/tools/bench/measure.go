@@ -23,7 +23,10 @@ import (
 // measure takes every figure for the calling user's mode. When baseline names
 // the bin directory of another build, its CLI is measured too, in the same
 // loops, one run of each in turn, so that both see the same machine.
-func measure(bin, baseline string, n int) *result {
+// measure takes one mode's figures (root's or rootless'): bin holds the
+// image archives, exe the bothy binaries under measurement, baseline
+// another build's (or "").
+func measure(bin, exe, baseline string, n int) *result {
 	ctx := context.Background()
 	r := &result{Mode: "root", Samples: map[string][]int64{}, Notes: map[string]string{}}
 	if os.Geteuid() != 0 {
@@ -34,15 +37,16 @@ func measure(bin, baseline string, n int) *result {
 		fatal(err)
 	}
 	defer func() {
-		_, _ = run(ctx, filepath.Join(bin, "bothy"), "--root", root, "prune")
+		_, _ = run(ctx, filepath.Join(exe, "bothy"), "--root", root, "prune")
 		_ = exec.Command("chmod", "-R", "u+rwX", root).Run()
 		_ = os.RemoveAll(root)
 	}()
 	bothy := func(args ...string) (string, error) {
-		return run(ctx, filepath.Join(bin, "bothy"), append([]string{"--root", root}, args...)...)
+		return run(ctx, filepath.Join(exe, "bothy"), append([]string{"--root", root}, args...)...)
 	}
 	paths := sandbox.PathsUnder(root)
-	m, err := sandbox.Open(sandbox.Options{Paths: paths})
+	m, err := sandbox.Open(sandbox.Options{Paths: paths, Init: filepath.Join(exe, "bothy-init"),
+		Executor: filepath.Join(exe, "bothy-executor"), PluginServer: filepath.Join(exe, "bothy-plugin")})
 	if err != nil {
 		fatal(err)
 	}
@@ -64,7 +68,7 @@ func measure(bin, baseline string, n int) *result {
 		return r
 	}
 	if only == "client" {
-		measureClients(ctx, r, m, filepath.Join(bin, "bothy"), root, bin, bothy)
+		measureClients(ctx, r, m, filepath.Join(exe, "bothy"), root, bin, bothy)
 		return r
 	}
 	if only == "plugins" {
@@ -117,7 +121,7 @@ func measure(bin, baseline string, n int) *result {
 	defer done()
 	measureCLI(r, builds, n)
 	measurePool(r, m, bothy, n)
-	measureClients(ctx, r, m, filepath.Join(bin, "bothy"), root, bin, bothy)
+	measureClients(ctx, r, m, filepath.Join(exe, "bothy"), root, bin, bothy)
 
 	logf("%s: exec round-trip", r.Mode)
 	if sb, err := runDetached(ctx, m, bothy, "busybox"); err == nil {
@@ -180,7 +184,7 @@ func measure(bin, baseline string, n int) *result {
 
 	for _, rt := range []string{"crun", "runc"} {
 		logf("%s: %s", r.Mode, rt)
-		measureRuntime(r, bin, rt, n)
+		measureRuntime(r, exe, rt, n)
 	}
 	logf("%s: podman", r.Mode)
 	measurePodman(r, bin, n)
@@ -256,7 +260,7 @@ type job struct {
 	N                                    int
 }
 
-func measureRuntime(r *result, bin, rt string, n int) {
+func measureRuntime(r *result, exe, rt string, n int) {
 	if _, err := exec.LookPath(rt); err != nil {
 		r.Notes["exit/"+rt] = rt + " not installed"
 		return
@@ -278,7 +282,7 @@ func measureRuntime(r *result, bin, rt string, n int) {
 		sock := filepath.Join(dir, "s-"+kind)
 		_ = os.MkdirAll(bundle, 0o755)
 		_ = os.MkdirAll(sock, 0o755)
-		if err := writeRuntimeSpec(rt, bundle, rootfsDir, filepath.Join(bin, "bothy-executor"), sock, kind); err != nil {
+		if err := writeRuntimeSpec(rt, bundle, rootfsDir, filepath.Join(exe, "bothy-executor"), sock, kind); err != nil {
 			r.Notes[kind+"/"+rt] = "spec failed"
 			logf("%v", err)
 			continue
