@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -34,198 +35,284 @@ func main() {
 	os.Exit(code)
 }
 
+// flags are the executor's command line.
+type flags struct {
+	socket       *string
+	listenFD     *int
+	readyFD      *int
+	commandsFD   *int
+	seccompFD    *int
+	apiKey       *string
+	grace        *time.Duration
+	logPath      *string
+	debug        *bool
+	subreaper    *bool
+	mainLog      *string
+	mainLogFD    *int
+	mainDir      *string
+	mainLogSize  *int64
+	restart      *string
+	userSpec     *string
+	exitWithMain *bool
+	maxOutput    *int
+	noChange     *time.Duration
+	maxUpload    *int64
+	maxBody      *int64
+	reqMem       *int64
+	outMem       *int64
+	memLimit     *int64
+	pluginList   *string
+	imagePlugins *string
+	pluginServer *string
+	pluginsEager *bool
+	pool         *bool
+	version      *bool
+	checkPlugins *string
+	checkImage   *string
+}
+
+// defineFlags defines the executor's flags on fs.
+func defineFlags(fs *flag.FlagSet) *flags {
+	return &flags{
+		socket:       fs.String("socket", executor.DefaultSocket, "path of the API `socket` (created with mode 0600)"),
+		listenFD:     fs.Int("listen-fd", -1, "serve on this inherited listening Unix socket instead of creating --socket"),
+		readyFD:      fs.Int("ready-fd", -1, "send the ready message (internal/ipc) on this file descriptor once serving, then close it"),
+		commandsFD:   fs.Int("commands-cgroup-fd", -1, "start every command from a thread moved into the cgroup v1 pids cgroup whose tasks file is open for writing on this descriptor (a sub-cgroup with a lower limit than the executor's, so that commands cannot take the pids its own threads need)"),
+		seccompFD:    fs.Int("seccomp-fd", -1, "load the seccomp program read from this file descriptor (an internal/ipc message: filter and flags) before anything else"),
+		apiKey:       fs.String("api-key", "", "require this key in X-Session-API-Key (default $"+executor.APIKeyEnv+")"),
+		grace:        fs.Duration("grace", executor.DefaultGrace, "time between forwarding SIGTERM/SIGINT and SIGKILL at shutdown"),
+		logPath:      fs.String("log", "", "append the executor's log to this `file` (default stderr)"),
+		debug:        fs.Bool("debug", false, "log at debug level"),
+		subreaper:    fs.Bool("subreaper", false, "reap orphans as a child subreaper even when not PID 1"),
+		mainLog:      fs.String("main-log", "", "append the main command's stdout and stderr to this `file` (default the executor's)"),
+		mainLogFD:    fs.Int("main-log-fd", -1, "write the main command's stdout and stderr to this inherited file descriptor instead of --main-log"),
+		mainDir:      fs.String("main-dir", "", "record the main command's output (a rotated log) and exit status in this `directory` (package mainlog; bothy mounts it at /.bothy/main)"),
+		mainLogSize:  fs.Int64("main-log-size", 0, "rotate the main command's log in --main-dir at this many `bytes` (0: 10 MiB)"),
+		restart:      fs.String("restart", "no", "restart the main command: no, on-failure or on-failure:N (at most N times)"),
+		userSpec:     fs.String("user", "", "run commands, sessions and the main command as NAME|UID[:GROUP|GID] of the sandbox's /etc/passwd and /etc/group unless a request names another user (default: the executor's)"),
+		exitWithMain: fs.Bool("exit-with-main", false, "shut down when the main command exits, with its exit code"),
+		maxOutput:    fs.Int("max-output", executor.DefaultMaxOutput, "cap on captured `bytes` per output stream"),
+		noChange:     fs.Duration("no-change-timeout", bash.DefaultNoChangeTimeout, "bash sessions: return a command's output after this long without new output (it keeps running)"),
+		maxUpload:    fs.Int64("max-upload", executor.DefaultMaxUpload, "cap on an uploaded or written file, or an unpacked archive, in `bytes`"),
+		maxBody:      fs.Int64("max-request-body", 0, "cap on a JSON request body, in `bytes` (0: 8 MiB, or a quarter of --request-memory; larger content goes through the streaming routes)"),
+		reqMem:       fs.Int64("request-memory", 0, "`bytes` that requests in flight may hold at once for JSON bodies, file contents and editor work; requests wait their turn (0: 32 MiB, at most an eighth of the sandbox's memory limit)"),
+		outMem:       fs.Int64("output-memory", 0, "`bytes` of process output retained in memory across processes beyond 4 KiB per stream (0: 32 MiB, at most an eighth of the sandbox's memory limit)"),
+		memLimit:     fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)"),
+		pluginList:   fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use, or with the executor when its name ends in "+plugins.EagerSuffix),
+		imagePlugins: fs.String("image-plugins", "", "also enable these comma-separated `plugins`, the image's own (bothy build's io.bothy.runtime.plugins label), each on first use; names this executor does not know are logged and skipped"),
+		pluginServer: fs.String("plugin-server", plugins.DefaultServer, "the `path` of bothy-plugin, which runs the services of the plugins that link heavy libraries (browser, jupyter) in a process of their own"),
+		pluginsEager: fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use"),
+		pool:         fs.Bool("pool", false, "pool mode: serve only GET /alive and one POST /v1/pool/claim (authenticated with the key given, which opens nothing else) until claimed; the claim sets the API key, environment and working directory"),
+		version:      fs.Bool("version", false, "print the version and exit"),
+		checkPlugins: fs.String("check-plugins", "", "run the recipe check of these comma-separated `plugins` here, print which lack their dependencies and exit (3 when one does)"),
+		checkImage:   fs.String("check-image", "IMAGE", "the image named in --check-plugins' message"),
+	}
+}
+
 func run(args []string) (int, error) {
 	fs := flag.NewFlagSet("bothy-executor", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bothy-executor [flags] [-- main command...]\n\n")
 		fs.PrintDefaults()
 	}
-	var (
-		socket       = fs.String("socket", executor.DefaultSocket, "path of the API `socket` (created with mode 0600)")
-		listenFD     = fs.Int("listen-fd", -1, "serve on this inherited listening Unix socket instead of creating --socket")
-		readyFD      = fs.Int("ready-fd", -1, "send the ready message (internal/ipc) on this file descriptor once serving, then close it")
-		commandsFD   = fs.Int("commands-cgroup-fd", -1, "start every command from a thread moved into the cgroup v1 pids cgroup whose tasks file is open for writing on this descriptor (a sub-cgroup with a lower limit than the executor's, so that commands cannot take the pids its own threads need)")
-		seccompFD    = fs.Int("seccomp-fd", -1, "load the seccomp program read from this file descriptor (an internal/ipc message: filter and flags) before anything else")
-		apiKey       = fs.String("api-key", "", "require this key in X-Session-API-Key (default $"+executor.APIKeyEnv+")")
-		grace        = fs.Duration("grace", executor.DefaultGrace, "time between forwarding SIGTERM/SIGINT and SIGKILL at shutdown")
-		logPath      = fs.String("log", "", "append the executor's log to this `file` (default stderr)")
-		debug        = fs.Bool("debug", false, "log at debug level")
-		subreaper    = fs.Bool("subreaper", false, "reap orphans as a child subreaper even when not PID 1")
-		mainLog      = fs.String("main-log", "", "append the main command's stdout and stderr to this `file` (default the executor's)")
-		mainLogFD    = fs.Int("main-log-fd", -1, "write the main command's stdout and stderr to this inherited file descriptor instead of --main-log")
-		mainDir      = fs.String("main-dir", "", "record the main command's output (a rotated log) and exit status in this `directory` (package mainlog; bothy mounts it at /.bothy/main)")
-		mainLogSize  = fs.Int64("main-log-size", 0, "rotate the main command's log in --main-dir at this many `bytes` (0: 10 MiB)")
-		restart      = fs.String("restart", "no", "restart the main command: no, on-failure or on-failure:N (at most N times)")
-		userSpec     = fs.String("user", "", "run commands, sessions and the main command as NAME|UID[:GROUP|GID] of the sandbox's /etc/passwd and /etc/group unless a request names another user (default: the executor's)")
-		exitWithMain = fs.Bool("exit-with-main", false, "shut down when the main command exits, with its exit code")
-		maxOutput    = fs.Int("max-output", executor.DefaultMaxOutput, "cap on captured `bytes` per output stream")
-		noChange     = fs.Duration("no-change-timeout", bash.DefaultNoChangeTimeout, "bash sessions: return a command's output after this long without new output (it keeps running)")
-		maxUpload    = fs.Int64("max-upload", executor.DefaultMaxUpload, "cap on an uploaded or written file, or an unpacked archive, in `bytes`")
-		maxBody      = fs.Int64("max-request-body", 0, "cap on a JSON request body, in `bytes` (0: 8 MiB, or a quarter of --request-memory; larger content goes through the streaming routes)")
-		reqMem       = fs.Int64("request-memory", 0, "`bytes` that requests in flight may hold at once for JSON bodies, file contents and editor work; requests wait their turn (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
-		outMem       = fs.Int64("output-memory", 0, "`bytes` of process output retained in memory across processes beyond 4 KiB per stream (0: 32 MiB, at most an eighth of the sandbox's memory limit)")
-		memLimit     = fs.Int64("memory-limit", 0, "the executor's soft memory limit in `bytes` (0: 128 MiB, at most half the sandbox's memory limit; -1: none; GOMEMLIMIT wins)")
-		pluginList   = fs.String("plugins", "", "enable these comma-separated `plugins` ("+strings.Join(plugins.Names(), ", ")+"), each started on first use, or with the executor when its name ends in "+plugins.EagerSuffix)
-		imagePlugins = fs.String("image-plugins", "", "also enable these comma-separated `plugins`, the image's own (bothy build's io.bothy.runtime.plugins label), each on first use; names this executor does not know are logged and skipped")
-		pluginServer = fs.String("plugin-server", plugins.DefaultServer, "the `path` of bothy-plugin, which runs the services of the plugins that link heavy libraries (browser, jupyter) in a process of their own")
-		pluginsEager = fs.Bool("plugins-eager", false, "start the enabled plugins with the executor instead of on first use")
-		pool         = fs.Bool("pool", false, "pool mode: serve only GET /alive and one POST /v1/pool/claim (authenticated with the key given, which opens nothing else) until claimed; the claim sets the API key, environment and working directory")
-		version      = fs.Bool("version", false, "print the version and exit")
-		checkPlugins = fs.String("check-plugins", "", "run the recipe check of these comma-separated `plugins` here, print which lack their dependencies and exit (3 when one does)")
-		checkImage   = fs.String("check-image", "IMAGE", "the image named in --check-plugins' message")
-	)
+	fl := defineFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0, nil
 		}
 		return 2, nil
 	}
-	if *version {
+	if *fl.version {
 		fmt.Println(executor.Version)
 		return 0, nil
 	}
-	if *checkPlugins != "" {
-		return checkInstalled(*checkPlugins, *checkImage)
+	if *fl.checkPlugins != "" {
+		return checkInstalled(*fl.checkPlugins, *fl.checkImage)
 	}
 	// Before anything is started or served: a program that cannot be
 	// loaded stops the executor.
-	if *seccompFD >= 0 {
-		if err := loadSeccomp(*seccompFD); err != nil {
+	if *fl.seccompFD >= 0 {
+		if err := loadSeccomp(*fl.seccompFD); err != nil {
 			return 1, err
 		}
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var files []*os.File // closed when the executor ends
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	logger, logFile, err := fl.logger()
+	if err != nil {
+		return 1, err
+	}
+	if logFile != nil {
+		files = append(files, logFile)
+	}
+	opts, err := fl.serverOptions(set, logger)
+	if err != nil {
+		return 2, err
+	}
+	cfg, err := fl.config(opts, fs.Args())
+	if err != nil {
+		return 2, err
+	}
+	inherited, err := fl.inherit(&cfg, set)
+	files = append(files, inherited...)
+	if err != nil {
+		return 2, err
+	}
+	return executor.Run(context.Background(), cfg)
+}
 
+// logger returns the executor's logger and, with --log, its file, for the
+// caller to close.
+func (fl *flags) logger() (*slog.Logger, *os.File, error) {
+	var out io.Writer = os.Stderr
+	var file *os.File
+	if *fl.logPath != "" {
+		f, err := os.OpenFile(*fl.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open log: %w", err)
+		}
+		out, file = f, f
+	}
+	level := slog.LevelInfo
+	if *fl.debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})), file, nil
+}
+
+// serverOptions returns the API server's options: the key, limits,
+// plugins and user of the flags and environment. set names the flags
+// given.
+func (fl *flags) serverOptions(set map[string]bool, logger *slog.Logger) (executor.Options, error) {
 	// OpenHands' NO_CHANGE_TIMEOUT_SECONDS in the sandbox's environment
 	// sets the default; the flag, when given, wins.
-	noChangeSet := false
-	fs.Visit(func(f *flag.Flag) { noChangeSet = noChangeSet || f.Name == "no-change-timeout" })
 	if d, ok, err := executor.NoChangeTimeoutFromEnv(os.Environ()); err != nil {
-		return 2, err
-	} else if ok && !noChangeSet {
-		*noChange = d
+		return executor.Options{}, err
+	} else if ok && !set["no-change-timeout"] {
+		*fl.noChange = d
 	}
-
-	key := *apiKey
+	key := *fl.apiKey
 	if key == "" {
 		key = os.Getenv(executor.APIKeyEnv)
 	}
 	// Children never see the key.
 	os.Unsetenv(executor.APIKeyEnv)
 
-	var logOut io.Writer = os.Stderr
-	if *logPath != "" {
-		f, err := os.OpenFile(*logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return 1, fmt.Errorf("open log: %w", err)
-		}
-		defer f.Close()
-		logOut = f
-	}
-	level := slog.LevelInfo
-	if *debug {
-		level = slog.LevelDebug
-	}
-	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-
-	enabled, eager, err := plugins.ParseEnabled(*pluginList)
+	enabled, eager, err := plugins.ParseEnabled(*fl.pluginList)
 	if err != nil {
-		return 2, err
+		return executor.Options{}, err
 	}
-	enabled, unknown := plugins.AddKnown(enabled, *imagePlugins)
+	enabled, unknown := plugins.AddKnown(enabled, *fl.imagePlugins)
 	if len(unknown) > 0 {
 		logger.Warn("the image's plugins include some this executor does not know: not enabled", "plugins", strings.Join(unknown, ","))
 	}
-	onFailure, maxRestarts, err := api.ParseRestart(*restart)
-	if err != nil {
-		return 2, err
-	}
 	var cred *passwd.Cred
-	if *userSpec != "" {
-		if cred, err = executor.LookupUser(*userSpec); err != nil {
-			return 2, fmt.Errorf("--user: %w", err)
+	if *fl.userSpec != "" {
+		if cred, err = executor.LookupUser(*fl.userSpec); err != nil {
+			return executor.Options{}, fmt.Errorf("--user: %w", err)
 		}
 	}
+	return executor.Options{
+		APIKey:           key,
+		Env:              os.Environ(), // without the key, unset above
+		Logger:           logger,
+		MaxOutput:        *fl.maxOutput,
+		NoChangeTimeout:  *fl.noChange,
+		MaxUpload:        *fl.maxUpload,
+		MaxRequestBody:   *fl.maxBody,
+		RequestMemory:    *fl.reqMem,
+		OutputMemory:     *fl.outMem,
+		Plugins:          enabled,
+		EagerPlugins:     *fl.pluginsEager,
+		EagerPluginNames: eager,
+		PluginServer:     *fl.pluginServer,
+		User:             cred,
+	}, nil
+}
 
-	cfg := executor.Config{
-		Socket: *socket,
-		Server: executor.Options{
-			APIKey:           key,
-			Env:              os.Environ(), // without the key, unset above
-			Logger:           logger,
-			MaxOutput:        *maxOutput,
-			NoChangeTimeout:  *noChange,
-			MaxUpload:        *maxUpload,
-			MaxRequestBody:   *maxBody,
-			RequestMemory:    *reqMem,
-			OutputMemory:     *outMem,
-			Plugins:          enabled,
-			EagerPlugins:     *pluginsEager,
-			EagerPluginNames: eager,
-			PluginServer:     *pluginServer,
-			User:             cred,
-		},
-		MemoryLimit:  *memLimit,
+// config returns the executor's configuration for the server's options
+// and the main command.
+func (fl *flags) config(opts executor.Options, main []string) (executor.Config, error) {
+	onFailure, maxRestarts, err := api.ParseRestart(*fl.restart)
+	if err != nil {
+		return executor.Config{}, err
+	}
+	if *fl.pool && len(main) > 0 {
+		return executor.Config{}, fmt.Errorf("--pool takes no main command: it would run before the claim")
+	}
+	if *fl.exitWithMain && len(main) == 0 {
+		return executor.Config{}, fmt.Errorf("--exit-with-main needs a main command after --")
+	}
+	return executor.Config{
+		Socket:       *fl.socket,
+		Server:       opts,
+		MemoryLimit:  *fl.memLimit,
 		GoMemLimit:   os.Getenv("GOMEMLIMIT"),
-		Subreaper:    *subreaper,
-		Grace:        *grace,
-		Main:         fs.Args(),
-		MainLog:      *mainLog,
-		MainDir:      *mainDir,
-		MainLogSize:  *mainLogSize,
+		Subreaper:    *fl.subreaper,
+		Grace:        *fl.grace,
+		Main:         main,
+		MainLog:      *fl.mainLog,
+		MainDir:      *fl.mainDir,
+		MainLogSize:  *fl.mainLogSize,
 		Restart:      processes.Restart{OnFailure: onFailure, Max: maxRestarts},
-		ExitWithMain: *exitWithMain,
-		Pool:         *pool,
-	}
-	if *pool && len(cfg.Main) > 0 {
-		return 2, fmt.Errorf("--pool takes no main command: it would run before the claim")
-	}
-	if *exitWithMain && len(cfg.Main) == 0 {
-		return 2, fmt.Errorf("--exit-with-main needs a main command after --")
-	}
-	if *listenFD >= 0 {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		ExitWithMain: *fl.exitWithMain,
+		Pool:         *fl.pool,
+	}, nil
+}
+
+// inherit sets cfg's listener, main log, commands' cgroup and ready pipe
+// from the descriptors the flags name, close-on-exec from now on: nothing
+// the executor starts inherits them (the main command gets the main log as
+// its output). It returns the files for the caller to close when the
+// executor ends.
+func (fl *flags) inherit(cfg *executor.Config, set map[string]bool) (files []*os.File, err error) {
+	if *fl.listenFD >= 0 {
 		if set["socket"] {
-			return 2, fmt.Errorf("--socket and --listen-fd are exclusive")
+			return nil, fmt.Errorf("--socket and --listen-fd are exclusive")
 		}
-		ln, err := executor.ListenFD(*listenFD)
+		ln, err := executor.ListenFD(*fl.listenFD)
 		if err != nil {
-			return 2, err
+			return nil, err
 		}
-		cfg.Listener, cfg.Socket = ln, fmt.Sprintf("fd %d", *listenFD)
+		cfg.Listener, cfg.Socket = ln, fmt.Sprintf("fd %d", *fl.listenFD)
 	}
-	if *mainLogFD >= 0 {
-		if *mainLog != "" {
-			return 2, fmt.Errorf("--main-log and --main-log-fd are exclusive")
+	if *fl.mainLogFD >= 0 {
+		if *fl.mainLog != "" {
+			return files, fmt.Errorf("--main-log and --main-log-fd are exclusive")
 		}
-		if _, err := unix.FcntlInt(uintptr(*mainLogFD), unix.F_GETFD, 0); err != nil {
-			return 2, fmt.Errorf("--main-log-fd %d is not a valid descriptor", *mainLogFD)
+		if cfg.MainOut, err = inheritedFile(*fl.mainLogFD, "main-log"); err != nil {
+			return files, err
 		}
-		// Only the main command gets it, as its stdout and stderr.
-		syscall.CloseOnExec(*mainLogFD)
-		f := os.NewFile(uintptr(*mainLogFD), "main-log")
-		defer f.Close()
-		cfg.MainOut = f
+		files = append(files, cfg.MainOut)
 	}
-	if *commandsFD >= 0 {
-		if _, err := unix.FcntlInt(uintptr(*commandsFD), unix.F_GETFD, 0); err != nil {
-			return 2, fmt.Errorf("--commands-cgroup-fd %d is not a valid descriptor", *commandsFD)
+	if *fl.commandsFD >= 0 {
+		if cfg.CommandsTasks, err = inheritedFile(*fl.commandsFD, "commands-cgroup-fd"); err != nil {
+			return files, err
 		}
-		syscall.CloseOnExec(*commandsFD)
-		f := os.NewFile(uintptr(*commandsFD), "commands-cgroup-tasks")
-		defer f.Close()
-		cfg.CommandsTasks = f
+		files = append(files, cfg.CommandsTasks)
 	}
-	if *readyFD >= 0 {
-		// The main command must not inherit the pipe.
-		syscall.CloseOnExec(*readyFD)
-		f := os.NewFile(uintptr(*readyFD), "ready")
-		if f == nil {
-			return 2, fmt.Errorf("--ready-fd %d is not a valid descriptor", *readyFD)
+	if *fl.readyFD >= 0 {
+		if cfg.Ready, err = inheritedFile(*fl.readyFD, "ready-fd"); err != nil {
+			return files, err
 		}
-		cfg.Ready = f
 	}
-	return executor.Run(context.Background(), cfg)
+	return files, nil
+}
+
+// inheritedFile returns the inherited descriptor fd, named by its flag,
+// made close-on-exec.
+func inheritedFile(fd int, flagName string) (*os.File, error) {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		return nil, fmt.Errorf("--%s %d is not a valid descriptor", flagName, fd)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), flagName), nil
 }
 
 // checkInstalled runs the recipe checks of the plugins in list with
