@@ -218,7 +218,8 @@ TEST_PKGS = $$($(GO) list ./... | grep -v /internal/tools/)
 TEST_ENV   = PYTHON=$(PYTHON) BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy BOTHY_IMAGES=$(BIN)/bothy-images \
              BOTHY_BROWSER_IMAGE=$(BIN)/browser-image.oci.tar \
              BOTHY_JUPYTER_IMAGE=$(BIN)/jupyter-image.oci.tar \
-             BOTHY_VSCODE_IMAGE=$(VSCODE_IMAGE)
+             BOTHY_VSCODE_IMAGE=$(VSCODE_IMAGE) \
+             BOTHY_VSCODE_LITE_IMAGE=$(BIN)/vscode-lite-image.oci.tar
 
 .PHONY: test
 test: build test-bins test-user ## Set up, build, and pass every test as root and as an unprivileged user (as root, both at once).
