@@ -149,15 +149,37 @@ $(VSCODE_IMAGE): | $(BIN)/bothy $(BIN)/bothy-images $(BIN)/bothy-executor $(BIN)
 	rm -rf $(CACHE)/.vscode-build $(CACHE)/.vscode-build.json
 	mv $(CACHE)/.vscode-image.partial.tar $@
 
+# The VS Code plugin's test image in make test (vscode-lite): Debian's
+# nodejs alone (not Debian's npm, nor a compiler), then code-server from
+# the npm registry without its install scripts, so without VS Code's
+# server modules, which the full image above compiles
+# (scripts/vscode-lite-hook.sh says what and why). code-server starts and
+# serves its login; its workbench page needs the full image. About a
+# minute to make from scratch; cached like the other rootfs tarballs, with
+# no prerequisite (a fresh clone's files are newer than the cache): a
+# change to the hook renames the tarball (vscode-lite-rootfs-2.tar…).
+VSCODE_LITE_PACKAGES := bash,coreutils,procps,ca-certificates,nodejs
+$(CACHE)/vscode-lite-rootfs.tar:
+	@mkdir -p $(CACHE)
+	mmdebstrap --quiet --format=tar --variant=minbase --include=$(VSCODE_LITE_PACKAGES) \
+		$(DPKG_EXCLUDES) --customize-hook='$(CURDIR)/scripts/vscode-lite-hook.sh "$$1"' \
+		$(DEB_SUITE) $(CACHE)/.vscode-lite-rootfs.partial.tar $(DEB_MIRROR)
+	mv $(CACHE)/.vscode-lite-rootfs.partial.tar $@
+
+$(BIN)/vscode-lite-image.oci.tar: $(CACHE)/vscode-lite-rootfs.tar internal/testimage/testimage.go
+	@mkdir -p $(BIN)
+	$(GO) run ./internal/tools/mkimage -rootfs $< -name bothy-vscode-lite:latest -cmd /bin/bash -o $@
+
 # The images the tests use besides the default one.
 .PHONY: test-images
-test-images: $(BIN)/browser-image.oci.tar $(BIN)/jupyter-image.oci.tar
+test-images: $(BIN)/browser-image.oci.tar $(BIN)/jupyter-image.oci.tar $(BIN)/vscode-lite-image.oci.tar
 
 .PHONY: vscode-image
 vscode-image: $(VSCODE_IMAGE)
 
-# VS Code's test (sandbox TestVSCode, build tag vscode) is not in make test:
-# its image takes 15-30 minutes to build, beyond CI's budget. By hand:
+# VS Code's full test (sandbox TestVSCode, build tag vscode: the workbench)
+# is not in make test: its image takes 15-30 minutes to build, beyond CI's
+# budget (make test runs TestVSCodeLite on the vscode-lite image). By hand:
 .PHONY: test-vscode
 test-vscode: build $(VSCODE_IMAGE) test-user ## Build the vscode test image (cached) and run TestVSCode as root and as $(TEST_USER).
 	@d=$(BIN)/tests-vscode; rm -rf $$d && mkdir -p $$d; \
@@ -196,7 +218,8 @@ TEST_PKGS = $$($(GO) list ./... | grep -v /internal/tools/)
 TEST_ENV   = PYTHON=$(PYTHON) BOTHY_EXECUTOR=$(BIN)/bothy-executor BOTHY_INIT=$(BIN)/bothy-init BOTHY_DEFAULT_IMAGE=$(BIN)/default-image.oci.tar BOTHY_BIN=$(BIN)/bothy BOTHY_IMAGES=$(BIN)/bothy-images \
              BOTHY_BROWSER_IMAGE=$(BIN)/browser-image.oci.tar \
              BOTHY_JUPYTER_IMAGE=$(BIN)/jupyter-image.oci.tar \
-             BOTHY_VSCODE_IMAGE=$(VSCODE_IMAGE)
+             BOTHY_VSCODE_IMAGE=$(VSCODE_IMAGE) \
+             BOTHY_VSCODE_LITE_IMAGE=$(BIN)/vscode-lite-image.oci.tar
 
 .PHONY: test
 test: build test-bins test-user ## Set up, build, and pass every test as root and as an unprivileged user (as root, both at once).

@@ -2,7 +2,9 @@
 
 // Not in make test: the vscode test image takes 15-30 minutes to build
 // (code-server's native modules), beyond CI's budget; make test-vscode
-// builds it and runs this test as root and as the test user.
+// builds it and runs this test as root and as the test user. make test
+// runs cmd/bothy's TestVSCodeLite instead, on a small image whose
+// code-server lacks VS Code's modules: all but the workbench.
 
 package sandbox_test
 
@@ -38,7 +40,7 @@ import (
 func TestVSCode(t *testing.T) {
 	archive := os.Getenv("BOTHY_VSCODE_IMAGE")
 	if _, err := os.Stat(archive); archive == "" || err != nil {
-		t.Skip("requires the VS Code test image: run through make test or make test-pkg, which build it (make test-images) and set BOTHY_VSCODE_IMAGE")
+		t.Skip("requires the VS Code test image: run through make test-vscode, which builds it (make vscode-image) and sets BOTHY_VSCODE_IMAGE")
 	}
 	e := newNetEnv(t)
 	ctx := context.Background()

@@ -13,10 +13,11 @@ import (
 // codeServer stands in for code-server in TestPluginURLs: busybox's httpd
 // on the --bind-addr the VS Code plugin gives it, serving /healthz (what
 // the plugin waits for) and, at /password, the PASSWORD it was started
-// with. The real code-server is sandbox.TestVSCode's (make test-vscode:
-// its image takes half an hour to build); what this test checks is
-// bothy's: the port the plugin listens on, the URL the host reaches it at,
-// and the token.
+// with. The real code-server is TestVSCodeLite's (its login, on a small
+// image) and sandbox.TestVSCode's (its workbench; make test-vscode: that
+// image takes half an hour to build); what this test checks is bothy's:
+// the port the plugin listens on, the URL the host reaches it at, the
+// token, and the plugin's states before its first use and when paused.
 const codeServer = `#!/bin/sh
 while [ $# -gt 0 ]; do [ "$1" = --bind-addr ] && addr=$2; shift; done
 d=$(mktemp -d) && echo ok > "$d/healthz" && echo "$PASSWORD" > "$d/password" && exec httpd -f -p "$addr" -h "$d"
