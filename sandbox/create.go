@@ -533,9 +533,23 @@ func (c *creation) specInput() specInput {
 		Network: c.net, Env: env, Workdir: cmp.Or(c.opts.Workdir, c.img.Config.Config.WorkingDir), Executor: c.m.opts.Executor,
 		PluginServer: pluginServer, EtcDir: filepath.Join(c.dir, "etc"), MainDir: mainDir, Args: args, CACerts: c.caCerts,
 		Mounts: c.m.specMounts(c.id, c.mounts),
-		Cgroup: c.cgroup, Security: c.opts.Security, DiskQuota: c.diskMode == DiskQuota,
+		Cgroup: c.cgroup, Security: c.security(), DiskQuota: c.diskMode == DiskQuota,
 		Host: hostFacts{CgroupNS: cgroups.IsCgroup2UnifiedMode(), LowerOOMScore: hasCapSysResource()},
 	}
+}
+
+// security is the sandbox's hardening: the options', with a /dev/shm
+// sized for Chromium (BrowserShmSize) when the browser plugin is enabled
+// and no size was asked for.
+func (c *creation) security() Security {
+	sec := c.opts.Security
+	if sec.ShmSize == 0 && slices.ContainsFunc(slices.Concat(c.opts.Plugins, c.imagePlugins), func(p string) bool {
+		name, _, _ := strings.Cut(p, ":")
+		return name == "browser"
+	}) {
+		sec.ShmSize = BrowserShmSize
+	}
+	return sec
 }
 
 // launch tells the launcher to run and records the sandbox's PID 1 as it

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,35 @@ func TestImagePlugins(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(sb.Dir, "executor.log"))
 	if !strings.Contains(string(log), "no-such-plugin") {
 		t.Errorf("executor.log does not name the unknown plugin:\n%s", log)
+	}
+
+	// /dev/shm is Docker's 64 MiB, and room for Chromium where the browser
+	// plugin is enabled (by the image or by --plugin), unless a size is
+	// asked for.
+	shm := func(opts sandbox.CreateOptions) string {
+		t.Helper()
+		sb, err := m.Create(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Remove(ctx, sb.ID, true)
+		return run(t, sb, "df -k /dev/shm | tail -1 | awk '{print $2}'")
+	}
+	if got := run(t, sb, "df -k /dev/shm | tail -1 | awk '{print $2}'"); got != "65536" {
+		t.Errorf("/dev/shm with jupyter: %s KiB, want 65536", got)
+	}
+	image("web", "browser")
+	for _, c := range []struct {
+		opts sandbox.CreateOptions
+		want string
+	}{
+		{sandbox.CreateOptions{Image: "web"}, fmt.Sprint(sandbox.BrowserShmSize >> 10)},
+		{sandbox.CreateOptions{Image: "busybox", Plugins: []string{"browser"}}, fmt.Sprint(sandbox.BrowserShmSize >> 10)},
+		{sandbox.CreateOptions{Image: "web", Security: sandbox.Security{ShmSize: 1 << 20}}, "1024"},
+	} {
+		if got := shm(c.opts); got != c.want {
+			t.Errorf("/dev/shm of %s with plugins %v and --shm-size %d: %s KiB, want %s", c.opts.Image, c.opts.Plugins, c.opts.Security.ShmSize, got, c.want)
+		}
 	}
 
 	// --plugin NAME:eager wins over the image's lazy NAME: started with

@@ -39,6 +39,13 @@ const SeccompUnconfined = "unconfined"
 // DefaultShmSize is /dev/shm's size unless ShmSize says otherwise (Docker's).
 const DefaultShmSize = 64 << 20
 
+// BrowserShmSize is /dev/shm's size, unless ShmSize says otherwise, in a
+// sandbox that enables the browser plugin (--plugin or its image's): room
+// for Chromium's shared memory, which it keeps in /tmp (slower, and on the
+// upper directory's disk) when /dev/shm is under 512 MiB. Like any tmpfs,
+// it holds only what is written to it, charged to the sandbox's memory.
+const BrowserShmSize = 1 << 30
+
 // ParseSecurityOpt applies one --security-opt value, in Docker's syntax:
 // seccomp=unconfined|FILE, no-new-privileges[=true|false].
 func (s *Security) ParseSecurityOpt(opt string) error {

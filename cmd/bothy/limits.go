@@ -24,7 +24,7 @@ func addLimitFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) {
 	f.StringSliceVar(&opts.Security.CapDrop, "cap-drop", nil, "drop a capability (e.g. CHOWN, or ALL)")
 	f.Var(&secOptValue{&opts.Security}, "security-opt", "seccomp=unconfined|PROFILE.json, no-new-privileges[=true|false]")
 	f.BoolVar(&opts.Security.ReadOnly, "read-only", false, "mount the root filesystem read-only")
-	f.Var(&bytesValue{&opts.Security.ShmSize, false}, "shm-size", "size of /dev/shm (default 64m)")
+	f.Var(&bytesValue{&opts.Security.ShmSize, false}, "shm-size", "size of /dev/shm (default 64m; 1g where the browser plugin is enabled)")
 }
 
 // warnIgnoredLimits says on stderr which limits --ignore-limits waived, and
