@@ -134,7 +134,10 @@ type AttachOptions struct {
 	// (the namespace's rules are in place before), without waiting for it
 	// to be ready: the caller overlaps the helper's start with the
 	// sandbox's and calls Attachment.Wait before it reports the sandbox
-	// ready. Without a helper it changes nothing.
+	// ready. With the bridge, Attach returns once the sandbox's namespace
+	// is attached, and its lease is given to the sandbox's process
+	// meanwhile (until then it names the caller, alive: Wait waits for
+	// it). With neither it changes nothing.
 	Async bool
 }
 
@@ -173,7 +176,8 @@ type Attachment struct {
 	// the uplink).
 	Warnings []string `json:"warnings,omitempty"`
 
-	// pending waits for the helper's report (AttachOptions.Async).
+	// pending waits for the helper's report, or the bridge's lease
+	// (AttachOptions.Async).
 	pending func(context.Context) error
 }
 
@@ -425,6 +429,21 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, owner Process
 	a.Owner = owner
 	if err := completeBridge(s, o, a, nsfd); err != nil {
 		return nil, err
+	}
+	if o.Async {
+		// The lease is rewritten while the caller lets the sandbox go on;
+		// until then it names the caller, who waits for it (Wait).
+		done := make(chan error, 1)
+		go func() { done <- rewrite(context.WithoutCancel(ctx), a) }()
+		a.pending = func(ctx context.Context) error {
+			select {
+			case err := <-done:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return a, nil
 	}
 	if err := s.rewrite(ctx, a); err != nil {
 		return nil, err

@@ -644,11 +644,18 @@ func TestBridgeMadeInterrupted(t *testing.T) {
 // Prepare makes the lease and the rules before the sandbox's namespace
 // exists, owned by the caller, and no veth; Attach on it makes the veth and
 // gives the lease to the sandbox, which then reaches the upstream at the
-// prepared address, and its published port works.
+// prepared address, and its published port works. Async, the lease is
+// the sandbox's once Wait has returned.
 func TestBridgePrepared(t *testing.T) {
 	if !rootOnly(t) {
 		return
 	}
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) { testBridgePrepared(t, async) })
+	}
+}
+
+func testBridgePrepared(t *testing.T, async bool) {
 	e := newBridgeEnv(t)
 	e.upstream.serve("serve-http", "0.0.0.0:80")
 	sb := newSandboxNS(t)
@@ -684,9 +691,12 @@ func TestBridgePrepared(t *testing.T) {
 	if _, err := netlink.LinkByName(p.Bridge); err != nil {
 		t.Errorf("bridge %s not made: %v", p.Bridge, err)
 	}
-	o.Pid, o.Prepared = sb.Pid, p
+	o.Pid, o.Prepared, o.Async = sb.Pid, p, async
 	a, err := Attach(context.Background(), o)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if l := lease(); l.Owner.Pid != sb.Pid || a.Owner.Pid != sb.Pid || a.Address != p.Address || a.Ports[0] != p.Ports[0] {
