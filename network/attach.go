@@ -127,11 +127,17 @@ type AttachOptions struct {
 	Exe string
 	// ReadyTimeout bounds a helper's start (10 s by default).
 	ReadyTimeout time.Duration
+	// Prepared is what Prepare made for this sandbox, for Attach to
+	// complete; nil for Attach to make it all.
+	Prepared *Attachment
 	// Async: with a helper, Attach returns once the helper is started
 	// (the namespace's rules are in place before), without waiting for it
 	// to be ready: the caller overlaps the helper's start with the
 	// sandbox's and calls Attachment.Wait before it reports the sandbox
-	// ready. Without a helper it changes nothing.
+	// ready. With the bridge, Attach returns once the sandbox's namespace
+	// is attached, and its lease is given to the sandbox's process
+	// meanwhile (until then it names the caller, alive: Wait waits for
+	// it). With neither it changes nothing.
 	Async bool
 }
 
@@ -170,7 +176,8 @@ type Attachment struct {
 	// the uplink).
 	Warnings []string `json:"warnings,omitempty"`
 
-	// pending waits for the helper's report (AttachOptions.Async).
+	// pending waits for the helper's report, or the bridge's lease
+	// (AttachOptions.Async).
 	pending func(context.Context) error
 }
 
@@ -207,9 +214,6 @@ const helperIfname = "eth0"
 func (o *AttachOptions) validate() error {
 	if err := checkID(o.ID); err != nil {
 		return err
-	}
-	if o.Pid <= 0 {
-		return fmt.Errorf("attach %s: no sandbox process", o.ID)
 	}
 	if o.Instance == "" {
 		o.Instance = DefaultInstance
@@ -280,81 +284,198 @@ func (o *AttachOptions) validate() error {
 	return nil
 }
 
-// Attach gives the sandbox's network namespace outbound access, an
-// address, a default route and DNS, its published ports and its egress
-// policy, before the sandbox runs anything. On error nothing is left.
-func Attach(ctx context.Context, o AttachOptions) (*Attachment, error) {
+// Prepare makes, before the sandbox's network namespace exists, all of its
+// attachment that does not need it, so that Attach, once the namespace is
+// there, has only the namespace's side left: with the bridge driver, the
+// lease (address, DNS, host ports), the network's bridge and rules, and the
+// sandbox's rules; Attach makes its veth pair. The attachment it returns
+// has all that the sandbox's /etc/resolv.conf and network information need;
+// Attach, with it as AttachOptions.Prepared, completes it. Until then the
+// lease's owner is the calling process: if that dies first, the lease is
+// reclaimed like any other, and Detach (DetachID from the lease) removes
+// what Prepare made. o.Pid is not used. The other drivers need the
+// namespace for all they do: Prepare returns nil for them, and Attach does
+// it all. On error nothing is left.
+func Prepare(ctx context.Context, o AttachOptions) (*Attachment, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	a, err := attach(ctx, &o)
-	if err != nil {
-		return nil, fmt.Errorf("attach network of sandbox %s: %w", o.ID, err)
+	if o.Driver != DriverBridge {
+		return nil, nil
 	}
-	return a, nil
-}
-
-func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
-	owner, err := identify(o.Pid)
+	self, err := identify(os.Getpid())
 	if err != nil {
 		return nil, err
 	}
-	nsfd, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", o.Pid))
-	if err != nil {
-		return nil, fmt.Errorf("open network namespace: %w", err)
-	}
-	defer nsfd.Close()
-	if !owner.Alive() { // the pid was reused between the two
-		return nil, fmt.Errorf("process %d exited", o.Pid)
-	}
-	// A wrong pid must not turn the host's own namespace into a sandbox's
-	// (a tap, a policy, a veth there).
-	if own, err := os.Open("/proc/self/ns/net"); err == nil {
-		same := sameNamespace(own, nsfd)
-		own.Close()
-		if same {
-			return nil, fmt.Errorf("process %d is in this process's network namespace, not in one of its own", o.Pid)
-		}
-	}
-	userns, err := owningUserns(nsfd)
-	if err != nil {
-		return nil, err
-	}
-	defer userns.Close()
 	s, err := openStore(o.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress, PortDriver: o.PortDriver}
-	if o.Driver == DriverBridge {
-		unlock, err := s.lock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-		leases, err := reclaimLocked(ctx, s)
-		if err != nil {
-			return nil, err
-		}
-		if slices.ContainsFunc(leases, func(l *Attachment) bool { return l.ID == o.ID }) {
-			return nil, fmt.Errorf("sandbox %s is attached already", o.ID)
-		}
-		if err := attachBridge(ctx, s, o, a, leases, nsfd); err != nil {
-			return nil, err
-		}
-		return a, nil
+	a, err := prepare(ctx, s, &o, self)
+	if err != nil {
+		return nil, fmt.Errorf("prepare network of sandbox %s: %w", o.ID, err)
 	}
+	return a, nil
+}
+
+// prepare leases and makes a bridge attachment's host side (prepareBridge)
+// for owner, under the store's lock.
+func prepare(ctx context.Context, s *store, o *AttachOptions, owner Process) (*Attachment, error) {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	leases, err := reclaimLocked(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(leases, func(l *Attachment) bool { return l.ID == o.ID }) {
+		return nil, fmt.Errorf("sandbox %s is attached already", o.ID)
+	}
+	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress, PortDriver: o.PortDriver}
+	if err := prepareBridge(ctx, s, o, a, leases); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Attach gives the sandbox's network namespace outbound access, an
+// address, a default route and DNS, its published ports and its egress
+// policy, before the sandbox runs anything. On error nothing is left, of
+// o.Prepared either.
+func Attach(ctx context.Context, o AttachOptions) (a *Attachment, err error) {
+	if o.Prepared != nil {
+		defer func() {
+			if err != nil {
+				err = undo(ctx, err, o.Prepared)
+			}
+		}()
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.Pid <= 0 {
+		return nil, fmt.Errorf("attach %s: no sandbox process", o.ID)
+	}
+	if p := o.Prepared; p != nil && (p.ID != o.ID || p.Driver != o.Driver || p.StateDir != o.StateDir) {
+		return nil, fmt.Errorf("attach %s: prepared for sandbox %s, driver %s, in %s", o.ID, p.ID, p.Driver, p.StateDir)
+	}
+	if a, err = attach(ctx, &o); err != nil {
+		return nil, fmt.Errorf("attach network of sandbox %s: %w", o.ID, err)
+	}
+	return a, nil
+}
+
+// undo detaches a after err.
+func undo(ctx context.Context, err error, a *Attachment) error {
+	if derr := Detach(context.WithoutCancel(ctx), a); derr != nil {
+		return fmt.Errorf("%w (and undo: %v)", err, derr)
+	}
+	return err
+}
+
+func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
+	owner, nsfd, err := sandboxNamespace(o.Pid)
+	if err != nil {
+		return nil, err
+	}
+	defer nsfd.Close()
+	s, err := openStore(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if o.Driver == DriverBridge {
+		return attachBridge(ctx, s, o, owner, nsfd)
+	}
+	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress, PortDriver: o.PortDriver}
 	if o.Driver == DriverNone {
 		if err := attachNone(ctx, s, o, a); err != nil {
 			return nil, err
 		}
 		return a, nil
 	}
+	userns, err := owningUserns(nsfd)
+	if err != nil {
+		return nil, err
+	}
+	defer userns.Close()
 	if err := attachHelper(ctx, s, o, a, nsfd, userns); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// attachBridge attaches a root sandbox: what Prepare made (o.Prepared), or
+// all of it, is completed in its namespace nsfd, and its lease is the
+// sandbox's, owner's, from then on. On error what it prepared itself is
+// undone (Attach undoes o.Prepared).
+func attachBridge(ctx context.Context, s *store, o *AttachOptions, owner Process, nsfd *os.File) (a *Attachment, err error) {
+	a = o.Prepared
+	if a == nil {
+		if a, err = prepare(ctx, s, o, owner); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				err = undo(ctx, err, a)
+			}
+		}()
+	}
+	// The sandbox owns the lease from now on (and the forwarder, if
+	// any, ends with it).
+	a.Owner = owner
+	if err := completeBridge(s, o, a, nsfd); err != nil {
+		return nil, err
+	}
+	if o.Async {
+		// The lease is rewritten while the caller lets the sandbox go on;
+		// until then it names the caller, who waits for it (Wait).
+		done := make(chan error, 1)
+		go func() { done <- rewrite(context.WithoutCancel(ctx), a) }()
+		a.pending = func(ctx context.Context) error {
+			select {
+			case err := <-done:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return a, nil
+	}
+	if err := s.rewrite(ctx, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// sandboxNamespace identifies the process pid and opens its network
+// namespace, refusing this process's own: a wrong pid must not turn the
+// host's namespace into a sandbox's (a tap, a policy, a veth there).
+func sandboxNamespace(pid int) (Process, *os.File, error) {
+	owner, err := identify(pid)
+	if err != nil {
+		return Process{}, nil, err
+	}
+	nsfd, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return Process{}, nil, fmt.Errorf("open network namespace: %w", err)
+	}
+	if !owner.Alive() { // the pid was reused between the two
+		nsfd.Close()
+		return Process{}, nil, fmt.Errorf("process %d exited", pid)
+	}
+	if own, err := os.Open("/proc/self/ns/net"); err == nil {
+		same := sameNamespace(own, nsfd)
+		own.Close()
+		if same {
+			nsfd.Close()
+			return Process{}, nil, fmt.Errorf("process %d is in this process's network namespace, not in one of its own", pid)
+		}
+	}
+	return owner, nsfd, nil
 }
 
 // attachNone publishes the ports of a sandbox on none: a lease for its

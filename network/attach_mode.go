@@ -16,7 +16,9 @@ import (
 // The attached modes: the sandbox gets a network namespace of its own, as
 // with none, which the plan's Attach connects to the outside once the
 // launcher has started the container's init in it (Attach, below), before
-// the executor runs.
+// the executor runs. Root's bridge driver prepares what needs no namespace
+// before (Prepare: the lease, the bridge, the rules), while the launcher
+// creates the container.
 //
 //	bridge        root: the bridge driver (a veth on bothy0, nftables);
 //	              rootless: the best helper (ChooseDriver: slirp4netns,
@@ -92,24 +94,35 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 			mode = Mode(string(name) + ":" + arg)
 		}
 		hosts := hosts(t.Hostname) + egress.Hosts()
-		return &Plan{
+		options := func(sb Sandbox) AttachOptions {
+			c := sb.Config
+			return AttachOptions{
+				ID: sb.ID, Pid: sb.Pid, Driver: driver, Network: arg,
+				Publish: ports, PortDriver: pd, Executor: sb.Executor, Egress: egress, StateDir: StateDir(sb.StateRoot),
+				Instance: c.Instance, Subnet: c.Subnet, NetworkPool: c.NetworkPool, PortRange: c.PortRange, DNS: c.DNS,
+				Prepared: sb.Prepared,
+				// The helper's start overlaps the executor's; the
+				// manager waits for it before the sandbox is ready.
+				Async: true,
+			}
+		}
+		p := &Plan{
 			Mode:      mode,
 			Namespace: &specs.LinuxNamespace{Type: specs.NetworkNamespace},
 			// resolv.conf is the attachment's (Plan.Attach).
 			Etc:     Etc{Hosts: hosts, Hostname: t.Hostname + "\n"},
 			CapDrop: CapDrop(driver, egress),
 			Attach: func(ctx context.Context, sb Sandbox) (*Attachment, error) {
-				c := sb.Config
-				return Attach(ctx, AttachOptions{
-					ID: sb.ID, Pid: sb.Pid, Driver: driver, Network: arg,
-					Publish: ports, PortDriver: pd, Executor: sb.Executor, Egress: egress, StateDir: StateDir(sb.StateRoot),
-					Instance: c.Instance, Subnet: c.Subnet, NetworkPool: c.NetworkPool, PortRange: c.PortRange, DNS: c.DNS,
-					// The helper's start overlaps the executor's; the
-					// manager waits for it before the sandbox is ready.
-					Async: true,
-				})
+				return Attach(ctx, options(sb))
 			},
-		}, nil
+		}
+		if driver == DriverBridge {
+			// The helpers need the namespace for all they do.
+			p.Prepare = func(ctx context.Context, sb Sandbox) (*Attachment, error) {
+				return Prepare(ctx, options(sb))
+			}
+		}
+		return p, nil
 	}
 }
 

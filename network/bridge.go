@@ -23,9 +23,13 @@ import (
 
 // Root's bridge networks: a Linux bridge per network (bothy0 for the
 // default one, created on first use and removed with its last sandbox), a
-// veth pair per sandbox (the sandbox's end, eth0, made directly in its
-// network namespace), addresses leased from the network's subnet, and the
-// nftables rules of bridge_nft.go.
+// veth pair per sandbox, addresses leased from the network's subnet, and the
+// nftables rules of bridge_nft.go. All of it but the veth pair is made
+// before the sandbox's network namespace exists (Prepare, prepareBridge);
+// once it does, the pair is made with the sandbox's end, eth0, directly in
+// it (Attach, completeBridge). The pair is not made on the host and moved
+// in: moving a link between namespaces waits for RCU grace periods, 17-20
+// ms here against 1 ms for a pair made across the two.
 
 // DefaultInstance names a bothy's bridges and nftables tables: the default
 // network's bridge is bothy0.
@@ -75,9 +79,12 @@ func bridgeName(instance, network string) string {
 	return instance + hex.EncodeToString(h[:5])
 }
 
-// attachBridge attaches a root sandbox. It runs under the store's lock,
-// with a's lease already decided but not written.
-func attachBridge(ctx context.Context, s *store, o *AttachOptions, a *Attachment, leases []*Attachment, nsfd *os.File) (err error) {
+// prepareBridge makes a root sandbox's host side, before its network
+// namespace need exist: its lease (address, gateway, DNS, host ports), the
+// network's bridge and rules, and the sandbox's rules, keyed by the name of
+// its veth to be (completeBridge makes it). It runs under the store's lock,
+// with leases the live leases. On error nothing of it is left.
+func prepareBridge(ctx context.Context, s *store, o *AttachOptions, a *Attachment, leases []*Attachment) (err error) {
 	if os.Geteuid() != 0 {
 		return ErrBridgeNeedsRoot
 	}
@@ -126,8 +133,7 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		a.BridgeMade = true
 		return s.writeLease(a)
 	}
-	br, err := ensureBridge(h, o.Network, a.Bridge, a.Gateway, subnet, leases, made)
-	if err != nil {
+	if _, err := ensureBridge(h, o.Network, a.Bridge, a.Gateway, subnet, leases, made); err != nil {
 		return err
 	}
 	trace.Mark("network", "bridge ready")
@@ -152,6 +158,24 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		return err
 	}
 	trace.Mark("network", "rules added")
+	return nil
+}
+
+// completeBridge makes the sandbox's veth pair, once its network namespace
+// nsfd exists: the host end on its network's bridge, the sandbox's, eth0,
+// in the namespace with its address and default route. It starts the
+// forwarder of the ports the builtin port driver carries. The caller
+// records the lease, and undoes a on error.
+func completeBridge(s *store, o *AttachOptions, a *Attachment, nsfd *os.File) error {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	br, err := h.LinkByName(a.Bridge)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", a.Bridge, err)
+	}
 	if err := addVeth(h, br, a, nsfd, o.Network == ""); err != nil {
 		return err
 	}
@@ -165,7 +189,7 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 			return err
 		}
 	}
-	return s.writeLease(a)
+	return nil
 }
 
 // networkSubnet returns the network's subnet: the default network's, a

@@ -81,10 +81,15 @@ func mustRun(t testing.TB, cmd *exec.Cmd) {
 	}
 }
 
+// options attaches sb (nil: no sandbox yet, for Prepare).
 func (e *bridgeEnv) options(sb *sandboxNS) AttachOptions {
-	return AttachOptions{ID: "s" + randHex(8), Pid: sb.Pid, Driver: DriverBridge, Instance: e.instance,
+	o := AttachOptions{ID: "s" + randHex(8), Driver: DriverBridge, Instance: e.instance,
 		StateDir: e.dir, Subnet: e.subnet, NetworkPool: e.pool, PortRange: testPortRange,
 		DNS: []netip.Addr{e.upAddr}}
+	if sb != nil {
+		o.Pid = sb.Pid
+	}
+	return o
 }
 
 // assertClean fails if anything of the instance is left on the host: a
@@ -634,4 +639,134 @@ func TestBridgeMadeInterrupted(t *testing.T) {
 		t.Errorf("bridge %s left after its maker's lease was reclaimed", name)
 	}
 	e.assertClean(dead.ID)
+}
+
+// Prepare makes the lease and the rules before the sandbox's namespace
+// exists, owned by the caller, and no veth; Attach on it makes the veth and
+// gives the lease to the sandbox, which then reaches the upstream at the
+// prepared address, and its published port works. Async, the lease is
+// the sandbox's once Wait has returned.
+func TestBridgePrepared(t *testing.T) {
+	if !rootOnly(t) {
+		return
+	}
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) { testBridgePrepared(t, async) })
+	}
+}
+
+func testBridgePrepared(t *testing.T, async bool) {
+	e := newBridgeEnv(t)
+	e.upstream.serve("serve-http", "0.0.0.0:80")
+	sb := newSandboxNS(t)
+	sb.serve("serve-http", "0.0.0.0:8080")
+	o := e.options(nil)
+	o.Publish = []Port{{HostIP: DefaultHostIP, ContainerPort: 8080, Proto: "tcp"}}
+	p, err := Prepare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Detach(context.Background(), p) })
+	if !e.subnet.Contains(p.Address.Addr()) || p.ResolvConf() != "nameserver "+e.upAddr.String()+"\n" || len(p.Ports) != 1 || p.Ports[0].HostPort == 0 {
+		t.Fatalf("prepared: %+v", p)
+	}
+	lease := func() *Attachment {
+		s, err := openStore(e.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		l, err := s.readLease(o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if l := lease(); l.Owner.Pid != os.Getpid() || l.Address != p.Address {
+		t.Errorf("prepared lease: owner %d (want this process, %d), address %v", l.Owner.Pid, os.Getpid(), l.Address)
+	}
+	if _, err := netlink.LinkByName(hostVeth(o.ID)); err == nil {
+		t.Errorf("veth %s made before the sandbox's namespace", hostVeth(o.ID))
+	}
+	if _, err := netlink.LinkByName(p.Bridge); err != nil {
+		t.Errorf("bridge %s not made: %v", p.Bridge, err)
+	}
+	o.Pid, o.Prepared, o.Async = sb.Pid, p, async
+	a, err := Attach(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l := lease(); l.Owner.Pid != sb.Pid || a.Owner.Pid != sb.Pid || a.Address != p.Address || a.Ports[0] != p.Ports[0] {
+		t.Errorf("attached: lease owner %d, attachment owner %d (want the sandbox's, %d); address %v, ports %v (prepared %v, %v)", l.Owner.Pid, a.Owner.Pid, sb.Pid, a.Address, a.Ports, p.Address, p.Ports)
+	}
+	if out, err := sb.run("fetch", "http://"+e.upAddr.String()+"/"); err != nil || !strings.HasPrefix(out, "hello ") {
+		t.Errorf("fetch from the upstream: %q %v", out, err)
+	}
+	if out, err := fetch(fmt.Sprintf("http://127.0.0.1:%d/", a.Ports[0].HostPort)); err != nil || !strings.HasPrefix(out, "hello ") {
+		t.Errorf("published port: %q %v", out, err)
+	}
+	if err := Detach(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	e.assertClean(a.ID)
+}
+
+// What Prepare made is removed whatever comes after it: the caller killed
+// before Attach (the lease's owner is gone: reclaim, or DetachID as bothy
+// rm does), or Attach failing (a process in the host's namespace).
+func TestBridgePreparedUndone(t *testing.T) {
+	if !rootOnly(t) {
+		return
+	}
+	e := newBridgeEnv(t)
+	prepared := func() AttachOptions {
+		o := e.options(nil)
+		o.Publish = []Port{{HostIP: DefaultHostIP, ContainerPort: 80, Proto: "tcp"}, {HostIP: DefaultHostIP, ContainerPort: 53, Proto: "udp"}}
+		return o
+	}
+	assertMade := func(id string) {
+		t.Helper()
+		c, err := nftables.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains, err := c.ListChains()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(chains, func(ch *nftables.Chain) bool { return ch.Table.Name == e.instance && ch.Name == pubChain(id) }) {
+			t.Fatalf("no chain %s after Prepare", pubChain(id))
+		}
+	}
+	// Killed after Prepare: reclaimed.
+	o := prepared()
+	killed := inChild(t, "prepare", o)
+	assertMade(killed.ID)
+	if ids, err := Reclaim(context.Background(), e.dir); err != nil || len(ids) != 1 || ids[0] != o.ID {
+		t.Fatalf("Reclaim: %v %v", ids, err)
+	}
+	e.assertClean(o.ID)
+	// Killed after Prepare: detached from the lease (bothy rm).
+	o = prepared()
+	inChild(t, "prepare", o)
+	assertMade(o.ID)
+	if err := DetachID(context.Background(), e.dir, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.assertClean(o.ID)
+	// Attach fails: the prepared attachment goes with it.
+	o = prepared()
+	p, err := Prepare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertMade(o.ID)
+	o.Pid, o.Prepared = os.Getpid(), p
+	if _, err := Attach(context.Background(), o); err == nil || !strings.Contains(err.Error(), "this process's network namespace") {
+		t.Fatalf("Attach to this process: %v", err)
+	}
+	e.assertClean(o.ID)
 }

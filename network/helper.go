@@ -200,6 +200,12 @@ func rewrite(ctx context.Context, a *Attachment) error {
 		return err
 	}
 	defer s.Close()
+	return s.rewrite(ctx, a)
+}
+
+// rewrite writes a's lease again, under the lock, unless it was detached
+// meanwhile.
+func (s *store) rewrite(ctx context.Context, a *Attachment) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return err

@@ -346,10 +346,17 @@ func TestHelperDetachAfterKill(t *testing.T) {
 // attachment it prints, and kills it with SIGKILL.
 func attachInChild(t *testing.T, o AttachOptions) *Attachment {
 	t.Helper()
+	return inChild(t, "attach", o)
+}
+
+// inChild runs Attach ("attach") or Prepare ("prepare") in a child process
+// that is killed once it has printed the attachment.
+func inChild(t *testing.T, mode string, o AttachOptions) *Attachment {
+	t.Helper()
 	opts, _ := json.Marshal(o)
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), "BOTHY_NETTEST=attach", "BOTHY_NETTEST_OPTIONS="+string(opts))
+	cmd.Env = append(os.Environ(), "BOTHY_NETTEST="+mode, "BOTHY_NETTEST_OPTIONS="+string(opts))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +370,7 @@ func attachInChild(t *testing.T, o AttachOptions) *Attachment {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if derr != nil {
-		t.Fatalf("attach in a child: %v", derr)
+		t.Fatalf("%s in a child: %v", mode, derr)
 	}
 	t.Cleanup(func() { _ = Detach(context.Background(), &a) })
 	return &a

@@ -167,6 +167,18 @@ func testMode(mode string, args []string) int {
 		}
 		_ = json.NewEncoder(os.Stdout).Encode(a)
 		select {}
+	case "prepare":
+		// The CLI killed between Prepare and Attach.
+		var o AttachOptions
+		if err := json.Unmarshal([]byte(os.Getenv("BOTHY_NETTEST_OPTIONS")), &o); err != nil {
+			return fail(err)
+		}
+		a, err := Prepare(context.Background(), o)
+		if err != nil {
+			return fail(err)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(a)
+		select {}
 	}
 	return fail(fmt.Errorf("unknown test mode %q", mode))
 }

@@ -10,7 +10,9 @@
 // namespaces live and die with its processes. "bridge" (and "bridge:NAME"),
 // "pasta" and "slirp4netns" give it a namespace of its own too, attached
 // once it exists to the outside, with published ports and an egress policy
-// (attach_mode.go). A mode is one registered entry (see register): its
+// (attach_mode.go); root's bridge prepares all it can of that on the host
+// before the namespace exists (Plan.Prepare), so that little is left for
+// the sandbox to wait for. A mode is one registered entry (see register): its
 // planner and its teardown, in a file of this package; the sandbox manager
 // runs whatever plan it is given.
 package network
@@ -110,15 +112,30 @@ type Plan struct {
 	// the sandbox's ID and directories alone, whatever step a kill stopped
 	// the creation at. Nil for none and host.
 	Setup func(ctx context.Context, sb Sandbox) error
+	// Prepare, when set, makes before the sandbox's network namespace
+	// exists what of its attachment does not need it (root's bridge: the
+	// lease, the bridge and the rules; not the veth pair), while the
+	// launcher creates the container: the
+	// manager runs it once the launcher has its go-ahead, and hands its
+	// attachment to Attach (sb.Prepared), which then has only the
+	// namespace's side left on the sandbox's critical path. The prepared
+	// attachment has the sandbox's address, DNS and ports: the manager
+	// writes its ResolvConf and network information then. What it makes
+	// is found and removed by the mode's teardown from its lease, whatever
+	// step a kill stopped the creation at; on error nothing of it is
+	// left. It may return nil (nothing to prepare: Attach does it all).
+	// Set only with Attach.
+	Prepare func(ctx context.Context, sb Sandbox) (*Attachment, error)
 	// Attach, when set, connects the sandbox's network namespace once it
 	// exists: the launcher has started the container's init (sb.Pid),
 	// which waits there, before it executes anything, until Attach has
 	// returned. The attachment is the sandbox manager's to record in the
 	// sandbox's state (its teardown finds it there, sb.Attachment, and
 	// else from the lease it left on disk), to write its ResolvConf as the
-	// sandbox's /etc/resolv.conf, and to Wait for before it reports the
-	// sandbox ready. On error nothing of it is left. Nil for none and host,
-	// whose launch stays as it was.
+	// sandbox's /etc/resolv.conf (unless Prepare's did), and to Wait for
+	// before it reports the sandbox ready. On error nothing of it is left,
+	// nor of sb.Prepared. Nil for none and host, whose launch stays as it
+	// was.
 	Attach func(ctx context.Context, sb Sandbox) (*Attachment, error)
 	// CapDrop are capabilities the sandbox must not have for the plan to
 	// hold (CapDrop): the manager removes them from its set.
@@ -162,13 +179,15 @@ type Sandbox struct {
 	// Pid is the sandbox's container init, started in its namespaces and
 	// waiting to execute the executor (Attach only).
 	Pid int
-	// Config are the host's network settings (Attach only).
+	// Prepared is what the plan's Prepare returned (Attach only).
+	Prepared *Attachment
+	// Config are the host's network settings (Prepare and Attach).
 	Config Config
 	// Attachment is what Attach made, as the sandbox's state recorded it
 	// (teardown only; nil when the state has none).
 	Attachment *Attachment
-	// Executor is how the host reaches the sandbox's executor (Attach
-	// only): the builtin port driver asks it for each connection.
+	// Executor is how the host reaches the sandbox's executor (Prepare
+	// and Attach): the builtin port driver asks it for each connection.
 	Executor Executor
 }
 

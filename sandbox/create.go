@@ -67,6 +67,8 @@ func (m *Manager) create(ctx context.Context, c *creation) (sb *Sandbox, err err
 		c.startLauncher,
 		c.setupNetwork,
 		c.writeBundle,
+		c.goAhead,
+		c.prepareNetwork,
 		c.launch,
 		c.waitNetwork,
 		c.saveRecord,
@@ -126,6 +128,7 @@ type creation struct {
 	sb             *Sandbox
 	req            ipc.LaunchRequest
 	lp             launchProcess
+	prepared       *network.Attachment
 	attached       *network.Attachment
 
 	// atExit are run when Create returns, last first: locks and holds to
@@ -493,6 +496,57 @@ func (c *creation) writeBundle(context.Context) error {
 	return nil
 }
 
+// goAhead lets the launcher go on with the written bundle: it creates the
+// container while the creation goes on (prepareNetwork), until launch.
+func (c *creation) goAhead(context.Context) error {
+	return c.lp.goAhead()
+}
+
+// prepareNetwork runs the network plan's Prepare, for a mode that can make
+// some of its attachment before the sandbox's namespace exists: while the
+// launcher creates the container, off the sandbox's critical path. The
+// prepared attachment has the sandbox's address, DNS and ports: its
+// /etc/resolv.conf and network information are written now, in place (the
+// container's mounts may have been made; nothing in it runs yet).
+func (c *creation) prepareNetwork(ctx context.Context) error {
+	if c.net.Prepare == nil {
+		return nil
+	}
+	sb := c.networkSandbox()
+	a, err := c.net.Prepare(ctx, sb)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		return nil
+	}
+	c.prepared = a
+	if err := c.writeNetworkEtc(a); err != nil {
+		return err
+	}
+	trace.Mark("bothy", "network prepared")
+	return nil
+}
+
+// networkSandbox is the sandbox as its network plan's Prepare and Attach
+// see it.
+func (c *creation) networkSandbox() network.Sandbox {
+	sb := c.m.networkSandbox(c.id)
+	sb.Executor = network.Executor{Socket: c.m.paths.SocketPath(c.id), Identity: c.sb.SocketIdentity, APIKey: c.sb.APIKey}
+	return sb
+}
+
+// writeNetworkEtc writes the sandbox's /etc/resolv.conf and network
+// information for its attachment a, in place: the files bound in the
+// sandbox keep their inodes.
+func (c *creation) writeNetworkEtc(a *network.Attachment) error {
+	info, err := json.Marshal(networkInfo(c.net.Mode, a))
+	if err != nil {
+		return err
+	}
+	return writeEtc(filepath.Join(c.dir, "etc"), map[string]string{"resolv.conf": a.ResolvConf(), networkInfoFile: string(info) + "\n"})
+}
+
 // specInput is what the sandbox's runtime spec is rendered from.
 func (c *creation) specInput() specInput {
 	args := []string{ExecutorPath, "--ready-fd", strconv.Itoa(ipc.ExecutorReadyFD), "--listen-fd", strconv.Itoa(ipc.ExecutorListenFD)}
@@ -576,31 +630,27 @@ func (c *creation) launch(ctx context.Context) error {
 }
 
 // attachNetwork runs the plan's Attach for the sandbox's namespaces, which
-// its container init (pid) holds, waiting to start the executor: it records
-// the attachment in the sandbox's state (from there removal detaches it;
-// before, from the lease Attach left on disk) and writes the sandbox's
-// /etc/resolv.conf, before the executor may run.
+// its container init (pid) holds, waiting to start the executor, on what
+// prepareNetwork made, and writes the sandbox's /etc/resolv.conf (unless
+// prepareNetwork did), before the executor may run. The attachment goes
+// into the sandbox's state with its PID 1 (launch): from there removal
+// detaches it; before, from the lease Attach left on disk.
 func (c *creation) attachNetwork(ctx context.Context, pid int) error {
 	trace.Mark("bothy", "container started")
-	sb := c.m.networkSandbox(c.id)
-	sb.Pid = pid
-	sb.Executor = network.Executor{Socket: c.m.paths.SocketPath(c.id), Identity: c.sb.SocketIdentity, APIKey: c.sb.APIKey}
+	sb := c.networkSandbox()
+	sb.Pid, sb.Prepared = pid, c.prepared
 	a, err := c.net.Attach(ctx, sb)
+	c.prepared = nil // Attach's now, undone on its error
 	if err != nil {
 		return err
 	}
 	c.attached, c.sb.NetworkAttachment = a, a
-	if err := writeState(c.dir, c.sb); err != nil {
-		return err
-	}
-	// The file bound at /etc/resolv.conf, rewritten in place: the mount
-	// is made, and nothing in the sandbox has run yet.
-	info, err := json.Marshal(networkInfo(c.net.Mode, a))
-	if err != nil {
-		return err
-	}
-	if err := writeEtc(filepath.Join(c.dir, "etc"), map[string]string{"resolv.conf": a.ResolvConf(), networkInfoFile: string(info) + "\n"}); err != nil {
-		return err
+	if sb.Prepared == nil {
+		// The file bound at /etc/resolv.conf, rewritten in place: the
+		// mount is made, and nothing in the sandbox has run yet.
+		if err := c.writeNetworkEtc(a); err != nil {
+			return err
+		}
 	}
 	trace.Mark("bothy", "network attached")
 	return nil
@@ -659,8 +709,11 @@ type launcherStarter interface {
 // launchProcess is a started launcher, waiting to be told to run (or to
 // give up: abort, which does nothing once run was called).
 type launchProcess interface {
-	// run lets it go on, and returns the sandbox's PID 1; with started, it
-	// first reports the container's init (see launch.run).
+	// goAhead lets it go on: the bundle is written.
+	goAhead() error
+	// run lets it go on (unless goAhead did), and returns the sandbox's
+	// PID 1; with started, it first reports the container's init (see
+	// launch.run).
 	run(ctx context.Context, started func(ctx context.Context, pid int) error) (pid int, err error)
 	abort()
 }

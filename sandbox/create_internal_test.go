@@ -3,8 +3,12 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -224,9 +228,9 @@ func TestSetupNetworkStep(t *testing.T) {
 
 // TestAttachNetworkStep: a plan that attaches a network has its Attach run
 // with the sandbox's container init and the host's network settings; the
-// attachment is in the sandbox's state and its nameservers in resolv.conf
-// before the init may go on; a failing Attach fails the launch with its
-// error, recording nothing.
+// attachment is in the sandbox's record (written with its PID 1, by launch)
+// and its nameservers in resolv.conf before the init may go on; a failing
+// Attach fails the launch with its error, recording nothing.
 func TestAttachNetworkStep(t *testing.T) {
 	m, _, _ := fakeManager(t)
 	m.opts.Network = network.Config{Instance: "tst", PortRange: network.PortRange{First: 40000, Last: 40010}}
@@ -248,11 +252,7 @@ func TestAttachNetworkStep(t *testing.T) {
 	if got.Pid != 4242 || got.ID != c.id || got.StateRoot != m.paths.State || got.Config.Instance != "tst" {
 		t.Errorf("attach saw %+v", got)
 	}
-	rec, err := m.paths.readStateLocked(c.id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ports := rec.Ports(); len(ports) != 1 || ports[0] != port {
+	if ports := c.sb.Ports(); len(ports) != 1 || ports[0] != port || c.attached != c.sb.NetworkAttachment {
 		t.Errorf("recorded ports: %v", ports)
 	}
 	if data, err := os.ReadFile(filepath.Join(c.dir, "etc", "resolv.conf")); err != nil || string(data) != "nameserver 10.0.2.3\n" {
@@ -268,5 +268,122 @@ func TestAttachNetworkStep(t *testing.T) {
 	}
 	if c2.attached != nil || c2.sb.NetworkAttachment != nil {
 		t.Error("a failed attach was recorded")
+	}
+}
+
+// TestPrepareNetworkStep: a plan that prepares its attachment has Prepare
+// run before the container exists, with the sandbox as the mode sees it;
+// the prepared attachment's nameservers and network information are in the
+// sandbox's /etc then, and Attach gets it (sb.Prepared) and writes them no
+// more; a failing Prepare fails the creation with its error.
+func TestPrepareNetworkStep(t *testing.T) {
+	m, _, _ := fakeManager(t)
+	c := &creation{m: m, id: newID(), sb: &Sandbox{}}
+	c.dir = m.paths.dir(c.id)
+	if err := os.MkdirAll(filepath.Join(c.dir, "etc"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	prepared := &network.Attachment{ID: c.id, Driver: network.DriverBridge, Address: netip.MustParsePrefix("10.77.0.9/16"),
+		DNS: []netip.Addr{netip.MustParseAddr("192.0.2.53")}}
+	var attachSaw *network.Attachment
+	c.net = &network.Plan{Mode: "test",
+		Prepare: func(ctx context.Context, sb network.Sandbox) (*network.Attachment, error) {
+			if sb.ID != c.id || sb.StateRoot != m.paths.State || sb.Pid != 0 {
+				t.Errorf("prepare saw %+v", sb)
+			}
+			return prepared, nil
+		},
+		Attach: func(ctx context.Context, sb network.Sandbox) (*network.Attachment, error) {
+			attachSaw = sb.Prepared
+			a := *sb.Prepared
+			a.DNS = []netip.Addr{netip.MustParseAddr("192.0.2.99")} // not written: Prepare's are
+			return &a, nil
+		}}
+	if err := c.prepareNetwork(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		data, err := os.ReadFile(filepath.Join(c.dir, "etc", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	if got := read("resolv.conf"); got != "nameserver 192.0.2.53\n" {
+		t.Errorf("resolv.conf after prepare: %q", got)
+	}
+	if got := read(networkInfoFile); !strings.Contains(got, `"address":"10.77.0.9/16"`) || !strings.Contains(got, `"driver":"bridge"`) {
+		t.Errorf("network information after prepare: %s", got)
+	}
+	if err := c.attachNetwork(context.Background(), 4242); err != nil {
+		t.Fatal(err)
+	}
+	if attachSaw != prepared || c.prepared != nil || c.attached == nil {
+		t.Errorf("attach saw %p, want the prepared %p; prepared after attach %v", attachSaw, prepared, c.prepared)
+	}
+	if got := read("resolv.conf"); got != "nameserver 192.0.2.53\n" {
+		t.Errorf("resolv.conf after attach: %q", got)
+	}
+
+	c2 := &creation{m: m, id: newID(), dir: c.dir, sb: &Sandbox{}}
+	c2.net = &network.Plan{Mode: "test", Prepare: func(context.Context, network.Sandbox) (*network.Attachment, error) {
+		return nil, errors.New("prepare network of sandbox x: no free address")
+	}}
+	if err := c2.prepareNetwork(context.Background()); err == nil || err.Error() != "prepare network of sandbox x: no free address" {
+		t.Errorf("failing prepare: %v", err)
+	}
+	if c2.prepared != nil {
+		t.Error("a failed prepare was kept")
+	}
+}
+
+// TestPreparedBridgeUndone (root: the bridge driver's lease, bridge and
+// nftables rules are real): a creation whose launch fails after the
+// network was prepared, or whose context ends meanwhile, leaves nothing of
+// it: no lease, no bridge, no nftables table.
+func TestPreparedBridgeUndone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("requires root: the bridge driver makes a bridge and nftables rules (CAP_NET_ADMIN on the host)")
+	}
+	for _, tc := range []struct {
+		name string
+		fake func(*fakeLauncher)
+	}{
+		{"launcher fails", func(l *fakeLauncher) { l.runErr = errors.New("launcher failed: no such thing") }},
+		{"cancelled", func(l *fakeLauncher) { l.block = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, l := fakeManager(t)
+			instance := fmt.Sprintf("c%04x", rand.IntN(1<<16))
+			m.opts.Network = network.Config{Instance: instance, Subnet: netip.MustParsePrefix(fmt.Sprintf("10.191.%d.0/24", rand.IntN(250))),
+				PortRange: network.PortRange{First: 39000, Last: 39099}}
+			tc.fake(l)
+			var prepared bool
+			l.atRun = func() {
+				// Prepare has run: its lease and bridge are there.
+				leases, _ := os.ReadDir(filepath.Join(network.StateDir(m.paths.State), "leases"))
+				_, err := net.InterfaceByName(instance + "0")
+				prepared = len(leases) == 1 && err == nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			opts := CreateOptions{Image: "busybox", Network: network.Options{Mode: "bridge", Publish: []string{"8000"}}}
+			if _, err := m.Create(ctx, opts); err == nil {
+				t.Fatal("Create succeeded")
+			}
+			if !prepared {
+				t.Error("the network was not prepared when the launcher ran")
+			}
+			leases, _ := os.ReadDir(filepath.Join(network.StateDir(m.paths.State), "leases"))
+			if len(leases) > 0 {
+				t.Errorf("leases left: %v", leases)
+			}
+			if _, err := net.InterfaceByName(instance + "0"); err == nil {
+				t.Errorf("bridge %s0 left", instance)
+			}
+			if out, err := exec.Command("nft", "list", "tables").Output(); err != nil || strings.Contains(string(out), " "+instance+"\n") {
+				t.Errorf("nftables table %s left (or nft failed: %v): %s", instance, err, out)
+			}
+		})
 	}
 }

@@ -22,7 +22,8 @@
 // Create is a list of named steps (create.go): it decides everything first
 // (options, network, mounts, security, limits, image), making nothing, then
 // makes the sandbox from its state directory on (root filesystem, volumes,
-// record, launcher, network setup, bundle, launch), and removes what it made
+// record, launcher, network setup, bundle, go-ahead, network preparation
+// while the launcher creates the container, launch), and removes what it made
 // if a step fails. The image store, the launcher's start and the host's
 // cgroups are small interfaces (imageStore, launcherStarter, cgroupLayout)
 // that unit tests fill with fakes.

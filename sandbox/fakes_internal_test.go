@@ -149,6 +149,7 @@ type fakeLauncher struct {
 	started, ran, aborted    int
 	reported                 int  // container starts reported to the creation
 	bundle, launchReq, state bool // config.json, launch.json and state.json were there at run
+	atRun                    func()
 }
 
 func (l *fakeLauncher) start(_ context.Context, sb *Sandbox, dir string, _ *ipc.LaunchRequest, files []*os.File) (launchProcess, error) {
@@ -165,6 +166,8 @@ type fakeProcess struct {
 	done bool
 }
 
+func (p *fakeProcess) goAhead() error { return nil }
+
 func (p *fakeProcess) run(ctx context.Context, started func(context.Context, int) error) (int, error) {
 	p.done = true
 	p.l.ran++
@@ -173,6 +176,9 @@ func (p *fakeProcess) run(ctx context.Context, started func(context.Context, int
 		return err == nil
 	}
 	p.l.bundle, p.l.launchReq, p.l.state = exists("config.json"), exists("launch.json"), exists(stateFile)
+	if p.l.atRun != nil {
+		p.l.atRun()
+	}
 	switch {
 	case p.l.block:
 		<-ctx.Done()

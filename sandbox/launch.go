@@ -26,6 +26,9 @@ type launch struct {
 	mapped func() error // waits for its user namespace's id maps
 	stderr *bytes.Buffer
 	done   bool
+	// went: GoAhead was sent (goErr: or its sending failed).
+	went  bool
+	goErr error
 }
 
 // startLauncher starts the launcher in fresh namespaces and sends it req on
@@ -90,21 +93,35 @@ func socketPair() (*os.File, *os.File, error) {
 	return os.NewFile(uintptr(fds[0]), "launch"), os.NewFile(uintptr(fds[1]), "launch-peer"), nil
 }
 
-// run lets the launcher go on with the written bundle and returns the
-// sandbox's PID 1 as the launcher reports it. With started (the request's
-// ReportStart), the launcher first reports the container's init, waiting
-// in the sandbox's namespaces: started attaches the network to it, and on
-// its error the launch is called off (the launcher kills the init) and run
-// returns that error.
-func (lp *launch) run(ctx context.Context, started func(ctx context.Context, pid int) error) (int, error) {
-	lp.done = true
-	defer lp.conn.Close()
+// goAhead lets the launcher go on with the written bundle: it creates the
+// container while the caller goes on, until run.
+func (lp *launch) goAhead() error {
 	if err := lp.mapped(); err != nil {
+		lp.done = true
 		lp.conn.Close()
 		_ = lp.cmd.Wait()
-		return 0, fmt.Errorf("start sandbox: map the user namespace: %w", err)
+		return fmt.Errorf("start sandbox: map the user namespace: %w", err)
 	}
-	goErr := ipc.Send(lp.conn, ipc.GoAhead{})
+	lp.went = true
+	lp.goErr = ipc.Send(lp.conn, ipc.GoAhead{})
+	return nil
+}
+
+// run lets the launcher go on with the written bundle (unless goAhead did)
+// and returns the sandbox's PID 1 as the launcher reports it. With started
+// (the request's ReportStart), the launcher first reports the container's
+// init, waiting in the sandbox's namespaces: started attaches the network
+// to it, and on its error the launch is called off (the launcher kills the
+// init) and run returns that error.
+func (lp *launch) run(ctx context.Context, started func(ctx context.Context, pid int) error) (int, error) {
+	if !lp.went {
+		if err := lp.goAhead(); err != nil {
+			return 0, err
+		}
+	}
+	lp.done = true
+	defer lp.conn.Close()
+	goErr := lp.goErr
 	var res ipc.LaunchResult
 	var cs ipc.ContainerStarted
 	var msg ipc.Message
@@ -147,14 +164,18 @@ func (lp *launch) run(ctx context.Context, started func(ctx context.Context, pid
 }
 
 // abort ends a launcher that was never told to run: closing the launch
-// channel makes it exit before it touches anything.
+// channel makes it exit before it touches anything; or, after goAhead, once
+// it has killed the container's init it started (it reports the init on a
+// channel that is closed).
 func (lp *launch) abort() {
 	if lp.done {
 		return
 	}
 	lp.done = true
 	lp.conn.Close()
-	_ = lp.mapped()
+	if !lp.went {
+		_ = lp.mapped()
+	}
 	_ = lp.cmd.Wait()
 }
 

@@ -907,6 +907,11 @@ var (
 	// around them.
 	netCreateSteps = []string{"bothy:bundle written", "bothy:container started", "bothy:network attached",
 		"bothy:launcher reported", "bothy:network ready", "bothy:ready"}
+	// As root, the bridge driver's own: what it prepares while the
+	// container is created (the lease first), and the veth it makes once
+	// the container has started.
+	netBridgeSteps = []string{"network:lease written", "network:bridge ready", "network:rules added", "bothy:network prepared",
+		"network:veth created"}
 	netLauncherSteps = []string{"launcher:container created", "launcher:container started (libcontainer Start)",
 		"launcher:network ready", "launcher:container running (libcontainer Exec)", "launcher:executor ready"}
 	netRemoveSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: network removed"}
@@ -985,6 +990,11 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 	}
 	for _, s := range netCreateSteps {
 		trials = append(trials, trial{op: "run -d net", victim: "cli", args: runDNet, killAt: s})
+	}
+	if os.Geteuid() == 0 {
+		for _, s := range netBridgeSteps {
+			trials = append(trials, trial{op: "run -d net", victim: "cli", args: runDNet, killAt: s})
+		}
 	}
 	for _, s := range netLauncherSteps {
 		trials = append(trials, trial{op: "run --rm net", victim: "launcher", args: runRmNet, killAt: s})
