@@ -54,34 +54,12 @@ func BenchmarkAttach(b *testing.B) {
 					}
 					prepare += time.Since(t0)
 					o.Pid, o.Prepared, o.Async = pid, p, true
-					t0 = time.Now()
-					a, err := Attach(context.Background(), o)
-					if err == nil {
-						async += time.Since(t0)
-						err = a.Wait(context.Background())
-					}
-					if err == nil {
-						err = Detach(context.Background(), a)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
+					async += attachAsync(b, o)
 					o.ID, o.Prepared, o.Async = "b"+randHex(8), nil, false
 				}
 				if d != DriverBridge {
 					o.Async = true
-					t0 := time.Now()
-					a, err := Attach(context.Background(), o)
-					if err == nil {
-						async += time.Since(t0)
-						err = a.Wait(context.Background())
-					}
-					if err == nil {
-						err = Detach(context.Background(), a)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
+					async += attachAsync(b, o)
 					o.ID, o.Async = "b"+randHex(8), false
 				}
 				b.StartTimer()
@@ -174,4 +152,22 @@ func iperfGbits(b *testing.B, out []byte) float64 {
 		b.Fatalf("iperf3 output: %v", err)
 	}
 	return r.End.SumReceived.BitsPerSecond / 1e9
+}
+
+// attachAsync attaches o (Async), waits for the attachment and detaches
+// it; it returns how long Attach took.
+func attachAsync(b *testing.B, o AttachOptions) time.Duration {
+	t0 := time.Now()
+	a, err := Attach(context.Background(), o)
+	took := time.Since(t0)
+	if err == nil {
+		err = a.Wait(context.Background())
+	}
+	if err == nil {
+		err = Detach(context.Background(), a)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return took
 }

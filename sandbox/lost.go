@@ -29,9 +29,10 @@ const executorLogTail = 2048
 // characters escaped.
 func (s *Sandbox) ExecutorLost(err error) error {
 	// A PID 1 that is dying has closed its connections before it is
-	// gone: a moment for it to be.
+	// gone: a moment for it to be (the kernel ends every process of its
+	// namespace first, which on a loaded host took over 250 ms).
 	state := "its PID 1 (the executor) still runs"
-	if waitGone(context.Background(), s.Pid, s.PidStart, 250*time.Millisecond) {
+	if waitGone(context.Background(), s.Pid, s.PidStart, time.Second) {
 		state = "its PID 1 (the executor) has exited"
 	}
 	return fmt.Errorf("%w (sandbox %s: %s; %s)", err, s.ShortID(), state, s.executorLog())

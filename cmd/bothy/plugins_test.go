@@ -73,20 +73,7 @@ func TestPluginURLs(t *testing.T) {
 	}
 	c.ok("unpause", "vs")
 
-	m2, err := sandboxManager(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := m2.Get(context.Background(), "vs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec := sb.Client()
-	defer ec.Close()
-	token, err := ec.VSCodeToken(context.Background())
-	if err != nil || len(token) != 32 {
-		t.Fatalf("connection token: %q %v", token, err)
-	}
+	token := vscodeToken(t, c, "vs")
 	if p := plugin(); p.State != "running" || p.Token != token || p.URL != url {
 		t.Errorf("inspect once running: %+v", p)
 	}
@@ -96,4 +83,26 @@ func TestPluginURLs(t *testing.T) {
 	if body, err := httpGet(url+"password", 50); err != nil || body != token {
 		t.Errorf("the server at %s: %q %v, want the token", url, body, err)
 	}
+}
+
+// vscodeToken returns the VS Code plugin's connection token of the sandbox
+// ref, as OpenHands' client asks for it (/vscode/connection_token): 128
+// bits in hex.
+func vscodeToken(t *testing.T, c *cli, ref string) string {
+	t.Helper()
+	m, err := sandboxManager(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := m.Get(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := sb.Client()
+	defer ec.Close()
+	token, err := ec.VSCodeToken(context.Background())
+	if err != nil || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(token) {
+		t.Fatalf("connection token: %q %v", token, err)
+	}
+	return token
 }

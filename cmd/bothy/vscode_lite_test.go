@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -72,20 +71,7 @@ func TestVSCodeLite(t *testing.T) {
 	}
 
 	// The token, as OpenHands' client asks for it, is inspect's.
-	m2, err := sandboxManager(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := m2.Get(context.Background(), "vs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec := sb.Client()
-	defer ec.Close()
-	token, err := ec.VSCodeToken(context.Background())
-	if err != nil || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(token) {
-		t.Fatalf("connection token: %q %v", token, err)
-	}
+	token := vscodeToken(t, c, "vs")
 	if p.Token != token {
 		t.Errorf("inspect's token %q, /vscode/connection_token's %q", p.Token, token)
 	}
