@@ -418,9 +418,10 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, owner Process
 		if a, err = prepare(ctx, s, o, owner); err != nil {
 			return nil, err
 		}
+		prepared := a // a is nil once an error is returned
 		defer func() {
 			if err != nil {
-				err = undo(ctx, err, a)
+				err = undo(ctx, err, prepared)
 			}
 		}()
 	}
