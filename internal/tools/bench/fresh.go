@@ -23,7 +23,8 @@ func freshCopy(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.Chmod(fresh, 0o755); err != nil {
+	if err := os.Chmod(fresh, 0o755); err != nil { // the rootless half runs them too
+		os.RemoveAll(fresh)
 		return "", err
 	}
 	for _, name := range executables {
@@ -45,6 +46,7 @@ func freshCopy(dir string) (string, error) {
 	return fresh, nil
 }
 
+// copyExecutable copies the file from to a new file to, mode 0755.
 func copyExecutable(from, to string) error {
 	in, err := os.Open(from)
 	if err != nil {
