@@ -23,7 +23,7 @@ func freshCopy(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.Chmod(fresh, 0o755); err != nil { // the rootless half runs them too
+	if err := os.Chmod(fresh, 0o755); err != nil { // a launcher in its user namespace reaches the executor through it
 		os.RemoveAll(fresh)
 		return "", err
 	}
