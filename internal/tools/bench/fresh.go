@@ -33,16 +33,6 @@ func freshCopy(dir string) (string, error) {
 			return "", err
 		}
 	}
-	// The default image, which the CLI finds beside itself, is linked.
-	const defaultImage = "default-image.oci.tar"
-	if _, err := os.Stat(filepath.Join(dir, defaultImage)); err == nil {
-		if err := os.Link(filepath.Join(dir, defaultImage), filepath.Join(fresh, defaultImage)); err != nil {
-			if err := os.Symlink(filepath.Join(dir, defaultImage), filepath.Join(fresh, defaultImage)); err != nil {
-				os.RemoveAll(fresh)
-				return "", err
-			}
-		}
-	}
 	return fresh, nil
 }
 

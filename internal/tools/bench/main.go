@@ -70,6 +70,9 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	// The CLI looks for its default image beside itself: the copies'
+	// directory has none.
+	os.Setenv("BOTHY_DEFAULT_IMAGE", filepath.Join(abs, "default-image.oci.tar"))
 	defer os.RemoveAll(exe)
 	baseExe := ""
 	if base != "" {
