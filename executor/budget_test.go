@@ -10,9 +10,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/httpapi"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 )
 
 // hugeBody is a JSON body of n bytes made on the fly, counting what the
@@ -194,5 +196,66 @@ func TestFitToSandbox(t *testing.T) {
 		if got := memoryLimit(tc.configured, tc.env, tc.cgroup); got != tc.want {
 			t.Errorf("memoryLimit(%d, %q, %d) = %d, want %d", tc.configured, tc.env, tc.cgroup, got, tc.want)
 		}
+	}
+}
+
+// File requests take their turn among budget.MaxFileCalls: with that many
+// uploads held open, a stat waits for one of them to end, while a route
+// outside the file system answers at once. (Each request blocked in a file
+// system call holds an OS thread, which a sandbox's pids limit counts.)
+func TestFileRequestsTakeTurns(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dir := t.TempDir()
+	var writers []*io.PipeWriter
+	uploads := make(chan int, budget.MaxFileCalls)
+	for i := range budget.MaxFileCalls {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		go func() {
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, httptest.NewRequest("PUT", fmt.Sprintf("/v1/files?path=%s/f%d", dir, i), pr))
+			uploads <- rec.Code
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.fileCalls) != budget.MaxFileCalls; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d uploads under way hold %d file places, want %d", budget.MaxFileCalls, len(s.fileCalls), budget.MaxFileCalls)
+		}
+	}
+	stat := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/files/stat?path="+dir, nil))
+		stat <- rec.Code
+	}()
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/info", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("info while the file requests are taken: %d %s", rec.Code, rec.Body)
+	}
+	select {
+	case code := <-stat:
+		t.Fatalf("a stat answered (%d) while %d uploads held every place", code, budget.MaxFileCalls)
+	case <-time.After(100 * time.Millisecond):
+	}
+	writers[0].Close()
+	if code := <-uploads; code != http.StatusOK && code != http.StatusCreated {
+		t.Fatalf("upload: %d", code)
+	}
+	if code := <-stat; code != http.StatusOK {
+		t.Fatalf("stat after an upload ended: %d", code)
+	}
+	for _, w := range writers[1:] {
+		w.Close()
+	}
+	for range budget.MaxFileCalls - 1 {
+		<-uploads
+	}
+	if n := len(s.fileCalls); n != 0 {
+		t.Errorf("%d file places still taken after every request ended", n)
 	}
 }

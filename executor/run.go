@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bothy-sandbox/bothy/executor/cgroup"
+	"github.com/bothy-sandbox/bothy/executor/internal/budget"
 	"github.com/bothy-sandbox/bothy/executor/processes"
 	"github.com/bothy-sandbox/bothy/executor/reap"
 	"github.com/bothy-sandbox/bothy/internal/ipc"
@@ -157,8 +159,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	return code, runErr
 }
 
-// limitSelf makes the executor non-dumpable, sets its soft memory limit
-// and fits the memory budgets of cfg to the sandbox's limit.
+// limitSelf makes the executor non-dumpable, caps its Ps (budget.MaxProcs,
+// unless GOMAXPROCS is set), sets its soft memory limit and fits the memory
+// budgets of cfg to the sandbox's limit.
 func limitSelf(cfg *Config) {
 	log := cfg.Server.Logger
 	// Commands in the sandbox run as the same user as the executor but
@@ -167,6 +170,9 @@ func limitSelf(cfg *Config) {
 	// /proc/1. Commands are dumpable again after their execve.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		log.Warn("make the executor non-dumpable", "err", err)
+	}
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > budget.MaxProcs {
+		runtime.GOMAXPROCS(budget.MaxProcs)
 	}
 	cg := cfg.Server.Cgroup
 	if cg == nil {

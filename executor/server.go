@@ -33,18 +33,19 @@ type Route = httpapi.Route
 // API key, activity tracking, the memory budgets they share, and shutdown.
 // The services (see services.go) do the rest.
 type Server struct {
-	opts     Options
-	key      *[sha256.Size]byte // hash of the API key; nil: no auth
-	routes   []Route
-	handler  http.Handler
-	wrapped  []http.Handler // by entries' index, for the shared mux
-	active   *activity
-	reqMem   *budget.Memory // what requests in flight hold (Options.RequestMemory)
-	reaper   *reap.Reaper
-	ownReap  bool
-	services services
-	ctx      context.Context // of every request; done once the Server is closed
-	cancel   context.CancelFunc
+	opts      Options
+	key       *[sha256.Size]byte // hash of the API key; nil: no auth
+	routes    []Route
+	handler   http.Handler
+	wrapped   []http.Handler // by entries' index, for the shared mux
+	active    *activity
+	reqMem    *budget.Memory // what requests in flight hold (Options.RequestMemory)
+	fileCalls budget.Calls   // the requests in the file system at once (Route.Files)
+	reaper    *reap.Reaper
+	ownReap   bool
+	services  services
+	ctx       context.Context // of every request; done once the Server is closed
+	cancel    context.CancelFunc
 	// mainLogged is closed once the main command's output is all in its
 	// log (StartMainDir).
 	mainLogged chan struct{}
@@ -70,7 +71,8 @@ func New(opts Options) (*Server, error) {
 	freer := budget.NewReturner(time.Second)
 	s.reqMem = budget.NewMemory(opts.RequestMemory, freer.Schedule)
 	outMem := budget.NewOutput(opts.OutputMemory, freer.Schedule)
-	svcs, err := newServices(opts, s.reaper, s.reqMem, outMem, s.active)
+	s.fileCalls = budget.NewCalls(budget.MaxFileCalls)
+	svcs, err := newServices(opts, s.reaper, s.reqMem, s.fileCalls, outMem, s.active)
 	if err != nil {
 		if s.ownReap {
 			s.reaper.Close()
@@ -190,7 +192,8 @@ func sharedMux(entries []muxEntry) *http.ServeMux {
 	return mux
 }
 
-// wrap adds auth, activity tracking and panic recovery to a route.
+// wrap adds auth, activity tracking, the file system bound (Route.Files)
+// and panic recovery to a route.
 func (s *Server) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Public && !s.authorized(r) {
@@ -200,6 +203,12 @@ func (s *Server) wrap(rt Route) http.Handler {
 		if !rt.Quiet {
 			s.active.touch()
 			defer s.active.touch()
+		}
+		if rt.Files {
+			if err := s.fileCalls.Acquire(r.Context()); err != nil {
+				return // the client has gone
+			}
+			defer s.fileCalls.Release()
 		}
 		defer func() {
 			if v := recover(); v != nil {

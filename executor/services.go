@@ -35,9 +35,9 @@ type services struct {
 
 // newServices builds the services from the server's options (defaults
 // applied) and the pieces they share.
-func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, outMem *budget.Output, active info.Activity) (services, error) {
+func newServices(o Options, r *reap.Reaper, reqMem *budget.Memory, fileCalls budget.Calls, outMem *budget.Output, active info.Activity) (services, error) {
 	var s services
-	bodies := &httpapi.Bodies{Max: o.MaxRequestBody, Mem: reqMem}
+	bodies := &httpapi.Bodies{Max: o.MaxRequestBody, Mem: reqMem, Files: fileCalls}
 	// The plugins follow the default bash session's working directory,
 	// once there are sessions.
 	workingDir := func() string {

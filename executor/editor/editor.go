@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/bothy-sandbox/bothy/executor/files"
 )
 
 // Command is one call of the tool, with the parameters of OpenHands'
@@ -465,7 +467,7 @@ func (e *Editor) undo(p string) (Result, error) {
 	if fi, err := os.Stat(p); err == nil && !fi.Mode().IsRegular() {
 		return Result{}, toolErrorf("Ran into %s while trying to read %s", "[Errno 22] Invalid argument: not a regular file", p)
 	}
-	curRaw, err := os.ReadFile(p)
+	curRaw, err := files.ReadRegular(p)
 	if err != nil {
 		return Result{}, toolErrorf("Ran into %s while trying to read %s", pyOSError(err, p), p)
 	}
@@ -565,7 +567,7 @@ func (e *Editor) validateFile(p string) error {
 	if isSupportedBinary(p) {
 		return nil
 	}
-	f, err := os.Open(p)
+	f, err := files.Open(p)
 	if err != nil {
 		return nil // reported by the read that follows
 	}
@@ -587,7 +589,7 @@ func (e *Editor) readFile(p string) (fileText, error) {
 	if err == nil && !fi.Mode().IsRegular() {
 		return fileText{}, toolErrorf("Ran into %s while trying to read %s", "[Errno 22] Invalid argument: not a regular file", p)
 	}
-	raw, err := os.ReadFile(p)
+	raw, err := files.ReadRegular(p)
 	if err != nil {
 		return fileText{}, toolErrorf("Ran into %s while trying to read %s", pyOSError(err, p), p)
 	}

@@ -34,7 +34,7 @@ func New(workspace string, bodies *httpapi.Bodies, owner *files.Owner) *Service 
 // Routes lists the routes of the service.
 func (s *Service) Routes() []httpapi.Route {
 	return []httpapi.Route{
-		{Method: "POST", Path: "/v1/editor", Summary: "str_replace_editor command", Handler: s.handleEditor},
+		{Method: "POST", Path: "/v1/editor", Files: true, Summary: "str_replace_editor command", Handler: s.handleEditor},
 	}
 }
 

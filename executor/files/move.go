@@ -139,7 +139,7 @@ func copyTree(ctx context.Context, src, dst string) error {
 }
 
 func copyFile(ctx context.Context, src, dst string) error {
-	in, err := os.Open(src)
+	in, _, err := OpenRegular(src)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -146,7 +145,7 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*ReadResult, erro
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	f, err := os.Open(p)
+	f, err := Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, classify(err))
 	}

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/bothy-sandbox/bothy/internal/ctxio"
@@ -90,7 +91,7 @@ func OpenDownload(ctx context.Context, path string, opts DownloadOptions) (*Down
 	if err != nil {
 		return nil, fmt.Errorf("download %s: %w", path, err)
 	}
-	f, err := os.Open(p)
+	f, err := Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("download %s: %w", p, classify(err))
 	}
@@ -240,9 +241,9 @@ func WriteArchive(ctx context.Context, w io.Writer, dir string, format ArchiveFo
 			}
 			return aw.symlink(rel, target, fi)
 		case m.IsRegular():
-			f, err := os.Open(path)
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+			f, _, err := OpenRegular(path)
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EINVAL) {
+				return nil // gone, or no longer a file
 			}
 			if err != nil {
 				return err

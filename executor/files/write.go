@@ -170,7 +170,7 @@ func appendTo(target string, src io.Reader, old fs.FileInfo, opts WriteOptions) 
 	if opts.Mode != 0 {
 		mode = goMode(opts.Mode)
 	}
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_APPEND|os.O_CREATE, mode.Perm())
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, mode.Perm())
 	if err != nil {
 		return classify(err)
 	}

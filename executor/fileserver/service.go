@@ -54,14 +54,14 @@ func New(opts Options) *Service { return &Service{opts: opts} }
 // Routes lists the routes of the service.
 func (s *Service) Routes() []httpapi.Route {
 	return []httpapi.Route{
-		{Method: "GET", Path: "/v1/files", Summary: "read a file (lines, or an image/PDF as a data URL)", Handler: s.handleRead},
-		{Method: "PUT", Path: "/v1/files", Summary: "write a file from the raw body", Handler: s.handleWrite},
-		{Method: "DELETE", Path: "/v1/files", Summary: "delete a file or directory", Handler: s.handleDelete},
-		{Method: "GET", Path: "/v1/files/stat", Summary: "describe a file", Handler: s.handleStat},
-		{Method: "GET", Path: "/v1/files/list", Summary: "list a directory", Handler: s.handleList},
-		{Method: "POST", Path: "/v1/files/move", Summary: "move or rename", Handler: s.handleMove},
-		{Method: "POST", Path: "/v1/files/upload", Summary: "upload files (multipart or raw), unpacking archives on request", Handler: s.handleUpload},
-		{Method: "GET", Path: "/v1/files/download", Summary: "download a file, or a directory as zip or tar", Handler: s.handleDownload},
+		{Method: "GET", Path: "/v1/files", Files: true, Summary: "read a file (lines, or an image/PDF as a data URL)", Handler: s.handleRead},
+		{Method: "PUT", Path: "/v1/files", Files: true, Summary: "write a file from the raw body", Handler: s.handleWrite},
+		{Method: "DELETE", Path: "/v1/files", Files: true, Summary: "delete a file or directory", Handler: s.handleDelete},
+		{Method: "GET", Path: "/v1/files/stat", Files: true, Summary: "describe a file", Handler: s.handleStat},
+		{Method: "GET", Path: "/v1/files/list", Files: true, Summary: "list a directory", Handler: s.handleList},
+		{Method: "POST", Path: "/v1/files/move", Files: true, Summary: "move or rename", Handler: s.handleMove},
+		{Method: "POST", Path: "/v1/files/upload", Files: true, Summary: "upload files (multipart or raw), unpacking archives on request", Handler: s.handleUpload},
+		{Method: "GET", Path: "/v1/files/download", Files: true, Summary: "download a file, or a directory as zip or tar", Handler: s.handleDownload},
 	}
 }
 

@@ -103,6 +103,9 @@ func JSONCost(n int64) int64 { return 4*n + budget.Small }
 type Bodies struct {
 	Max int64
 	Mem *budget.Memory
+	// Files bounds the requests in the file system at once (Route.Files,
+	// and the dialect's file actions).
+	Files budget.Calls
 }
 
 // JSON returns r's body for a JSON decoder, capped at Max: a body

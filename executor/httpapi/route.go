@@ -9,9 +9,12 @@ type Route struct {
 	// routes under its prefix).
 	Method string
 	// Path is a net/http ServeMux pattern path, e.g. /v1/processes/{id}.
-	Path    string
-	Public  bool // answered without the API key
-	Quiet   bool // does not count as activity for idle time
+	Path   string
+	Public bool // answered without the API key
+	Quiet  bool // does not count as activity for idle time
+	// Files: the handler works in blocking file system calls, and waits
+	// its turn among the server's (budget.Calls).
+	Files   bool
 	Summary string
 	Handler http.HandlerFunc
 }

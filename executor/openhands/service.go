@@ -96,9 +96,9 @@ func New(opts Options) *Service { return &Service{opts: opts} }
 func (s *Service) Routes() []httpapi.Route {
 	return []httpapi.Route{
 		{Method: "POST", Path: "/execute_action", Summary: "OpenHands: execute an action, answer its observation", Handler: s.handleExecuteAction},
-		{Method: "POST", Path: "/upload_file", Summary: "OpenHands: upload a file, or a zip unpacked when recursive", Handler: s.handleUploadFile},
-		{Method: "GET", Path: "/download_files", Summary: "OpenHands: download a directory as zip (a file as itself)", Handler: s.handleDownloadFiles},
-		{Method: "POST", Path: "/list_files", Summary: "OpenHands: names in a directory, directories first", Handler: s.handleListFiles},
+		{Method: "POST", Path: "/upload_file", Files: true, Summary: "OpenHands: upload a file, or a zip unpacked when recursive", Handler: s.handleUploadFile},
+		{Method: "GET", Path: "/download_files", Files: true, Summary: "OpenHands: download a directory as zip (a file as itself)", Handler: s.handleDownloadFiles},
+		{Method: "POST", Path: "/list_files", Files: true, Summary: "OpenHands: names in a directory, directories first", Handler: s.handleListFiles},
 		{Method: "GET", Path: "/vscode/connection_token", Quiet: true, Summary: "OpenHands: the VS Code connection token (null without the plugin)", Handler: s.handleVSCodeToken},
 	}
 }
@@ -141,8 +141,13 @@ func (s *Service) handleExecuteAction(w http.ResponseWriter, r *http.Request) {
 	}
 	switch a.Action {
 	case api.ActionRead, api.ActionWrite, api.ActionEdit:
-		// Short, and they work on what the body carries.
+		// Short, and they work on what the body carries, in the file
+		// system (the server's bound of Route.Files).
 		defer mem.Release()
+		if err := s.opts.Bodies.Files.Acquire(r.Context()); err != nil {
+			return // the client has gone
+		}
+		defer s.opts.Bodies.Files.Release()
 	default:
 		// Commands and plugins' actions may run for long: what their body
 		// turned into is small or handed over.

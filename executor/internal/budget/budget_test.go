@@ -71,3 +71,27 @@ func TestMemBudgetFIFO(t *testing.T) {
 		t.Fatal("split of nil")
 	}
 }
+
+func TestCallsBound(t *testing.T) {
+	c := NewCalls(2)
+	ctx := context.Background()
+	for range 2 {
+		if err := c.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := c.Acquire(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a third call with both places taken: %v, want it to wait until its context is done", err)
+	}
+	c.Release()
+	if err := c.Acquire(ctx); err != nil || len(c) != 2 {
+		t.Fatalf("a place given back and taken again: %v, %d taken", err, len(c))
+	}
+	var none Calls
+	if err := none.Acquire(cancelled); err != nil {
+		t.Fatalf("a nil Calls bounds nothing: %v", err)
+	}
+	none.Release()
+}
