@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -125,6 +126,12 @@ func run(args []string) (int, error) {
 	if *fl.version {
 		fmt.Println(executor.Version)
 		return 0, nil
+	}
+	// What the executor inherits is its own: no command or plugin gets it
+	// (the flags' descriptors, and the sandbox's end, ipc.LaunchRequest's
+	// HoldEnd, which must close when the executor ends, not later).
+	if err := closeOnExecFrom(3); err != nil {
+		return 1, err
 	}
 	if *fl.checkPlugins != "" {
 		return checkInstalled(*fl.checkPlugins, *fl.checkImage)
@@ -340,4 +347,25 @@ func checkInstalled(list, image string) (int, error) {
 		return 1, err
 	}
 	return 0, nil
+}
+
+// closeRangeCloexec is close_range(2)'s CLOSE_RANGE_CLOEXEC (Linux 5.11).
+const closeRangeCloexec = 1 << 2
+
+// closeOnExecFrom makes every open descriptor from first up close-on-exec:
+// with close_range(2), or one by one from /proc/self/fd on older kernels.
+func closeOnExecFrom(first int) error {
+	if err := unix.CloseRange(uint(first), ^uint(0), closeRangeCloexec); err == nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("inherited descriptors: %w", err)
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			syscall.CloseOnExec(fd) // the directory's own descriptor: closed already
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"debug/buildinfo"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -298,19 +299,30 @@ func TestInheritedSocketAndMainLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mainLog.Close()
+	// A descriptor no flag names (the sandbox's end, ipc.LaunchRequest's
+	// HoldEnd): the executor holds it, its commands must not.
+	heldPath := filepath.Join(dir, "held")
+	held, err := os.Create(heldPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	// Each shell lists what its descriptors are.
 	const fds = `for f in /proc/$$/fd/*; do readlink $f; done`
 	cmd := exec.Command(os.Args[0], "--ready-fd", "3", "--listen-fd", "4", "--main-log-fd", "5", "--", "sh", "-c", "echo from-main; "+fds)
 	cmd.Env = append(os.Environ(), "BOTHY_API_KEY=k3y", asExecutorEnv+"=1")
-	startReady(t, cmd, lnFile, mainLog)
+	startReady(t, cmd, lnFile, mainLog, held)
+	if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/6", cmd.Process.Pid)); err != nil || target != heldPath {
+		t.Errorf("the executor's descriptor 6: %q %v, want it to hold %s", target, err, heldPath)
+	}
 	e := &proc{cmd: cmd, socket: sock, dir: dir, c: client.New(sock, client.WithAPIKey("k3y"))}
 	defer e.c.Close()
 	res, err := e.c.Run(ctx(t), api.RunRequest{Cmd: fds})
 	if err != nil || !strings.Contains(res.Stdout, "/dev/null") {
 		t.Fatalf("run on the inherited socket: %+v %v", res, err)
 	}
-	if strings.Contains(res.Stdout, "socket:") || strings.Contains(res.Stdout, logPath) {
-		t.Errorf("a command inherited the listener or the main log:\n%s", res.Stdout)
+	if strings.Contains(res.Stdout, "socket:") || strings.Contains(res.Stdout, logPath) || strings.Contains(res.Stdout, heldPath) {
+		t.Errorf("a command inherited the listener, the main log or the held descriptor:\n%s", res.Stdout)
 	}
 	for {
 		info, err := e.c.Info(ctx(t))
@@ -326,8 +338,8 @@ func TestInheritedSocketAndMainLog(t *testing.T) {
 	if !strings.HasPrefix(string(out), "from-main\n") {
 		t.Fatalf("main log: %q", out)
 	}
-	if strings.Contains(string(out), "socket:") {
-		t.Errorf("the main command inherited the listener:\n%s", out)
+	if strings.Contains(string(out), "socket:") || strings.Contains(string(out), heldPath) {
+		t.Errorf("the main command inherited the listener or the held descriptor:\n%s", out)
 	}
 	if code := e.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d", code)
