@@ -130,6 +130,10 @@ type AttachOptions struct {
 	// Prepared is what Prepare made for this sandbox, for Attach to
 	// complete; nil for Attach to make it all.
 	Prepared *Attachment
+	// End, when not nil, is the sandbox's end (Sandbox.End): slirp4netns
+	// with no port to publish then runs with it as its --exit-fd and no
+	// watcher, ending by itself with the sandbox.
+	End *os.File
 	// Async: with a helper, Attach returns once the helper is started
 	// (the namespace's rules are in place before), without waiting for it
 	// to be ready: the caller overlaps the helper's start with the
@@ -680,7 +684,10 @@ func Check(a *Attachment) error {
 			return nil
 		}
 		why := readStatus(a.Helper.Dir)
-		if why == "" {
+		switch {
+		case why == "" && a.Helper.Watcher.Pid == 0:
+			why = "it ran without a watcher to record why (it ends with its sandbox, or it was killed)"
+		case why == "":
 			why = "no reason recorded (its watcher was killed?)"
 		}
 		return fmt.Errorf("%w: %s (pid %d): %s", ErrHelperExited, a.Driver, a.Helper.Process.Pid, why)

@@ -100,7 +100,7 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 				ID: sb.ID, Pid: sb.Pid, Driver: driver, Network: arg,
 				Publish: ports, PortDriver: pd, Executor: sb.Executor, Egress: egress, StateDir: StateDir(sb.StateRoot),
 				Instance: c.Instance, Subnet: c.Subnet, NetworkPool: c.NetworkPool, PortRange: c.PortRange, DNS: c.DNS,
-				Prepared: sb.Prepared,
+				Prepared: sb.Prepared, End: sb.End,
 				// The helper's start overlaps the executor's; the
 				// manager waits for it before the sandbox is ready.
 				Async: true,
@@ -116,6 +116,9 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 				return Attach(ctx, options(sb))
 			},
 		}
+		// slirp4netns ends with the sandbox by itself (its --exit-fd)
+		// when no watcher need forward ports.
+		p.HoldEnd = driver == DriverSlirp4netns && len(ports) == 0
 		if driver == DriverBridge {
 			// The helpers need the namespace for all they do.
 			p.Prepare = func(ctx context.Context, sb Sandbox) (*Attachment, error) {

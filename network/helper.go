@@ -33,7 +33,9 @@ import (
 // PR_SET_PDEATHSIG=SIGKILL, holds a pidfd of the sandbox's process, and
 // kills the helper when that process exits. Killing the watcher kills the
 // helper; a helper that dies leaves its reason in the helper directory
-// (Check reports it), never a hang.
+// (Check reports it), never a hang. slirp4netns given the sandbox's end
+// (AttachOptions.End) with no port to publish runs without one
+// (startDirect): its --exit-fd is that end.
 
 // The watcher and the rootless rule installer are re-executions of the
 // calling binary, registered with the one dispatcher (ipc.Dispatch, called
@@ -84,6 +86,9 @@ const (
 	helperNetnsFD  = 3
 	helperUsernsFD = 4
 	helperReadyFD  = 5
+	// helperExitFD is slirp4netns's --exit-fd when it runs without a
+	// watcher: the sandbox's end (AttachOptions.End).
+	helperExitFD = 6
 )
 
 // Files of the helper directory.
@@ -147,18 +152,27 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		return err
 	}
 	defer closeAll(listeners)
+	// slirp4netns ends by itself with the sandbox when it has the
+	// sandbox's end and no port to publish: no watcher then.
+	direct := o.Driver == DriverSlirp4netns && o.End != nil && fwd == nil && len(a.stackPorts()) == 0
 	var args []string
 	switch o.Driver {
 	case DriverPasta:
 		args = pastaArgs(bin, a, dir, o.HostLoopback, joinUserns)
 	case DriverSlirp4netns:
-		if args, err = slirpArgs(bin, a, dir, o.HostLoopback, joinUserns); err != nil {
+		if args, err = slirpArgs(bin, a, dir, o.HostLoopback, joinUserns, direct); err != nil {
 			return err
 		}
 	default:
 		return fmt.Errorf("unknown network driver %q", o.Driver)
 	}
-	wait, err := startWatcher(o, a, args, nsfd, userns, fwd, listeners, func(ctx context.Context) error { return rewrite(ctx, a) })
+	record := func(ctx context.Context) error { return rewrite(ctx, a) }
+	var wait func(context.Context) error
+	if direct {
+		wait, err = startDirect(o, a, args, nsfd, userns, record)
+	} else {
+		wait, err = startWatcher(o, a, args, nsfd, userns, fwd, listeners, record)
+	}
 	if err != nil {
 		return err
 	}
@@ -301,6 +315,84 @@ func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *
 	return wait, nil
 }
 
+// startDirect starts slirp4netns without a watcher, with the sandbox's
+// end (o.End) as its --exit-fd: it ends when the sandbox does, or when
+// Detach kills it first. record is called as soon as it runs, to write the lease
+// that names it, and again once it is ready. It returns the function that
+// waits for that.
+func startDirect(o *AttachOptions, a *Attachment, args []string, nsfd, userns *os.File, record func(context.Context) error) (func(context.Context) error, error) {
+	// Its own session, as a watcher's: a ^C at the terminal of the CLI
+	// that attached ends the CLI, not the sandbox's network.
+	h, err := startHelper(args, a.Helper.Dir, []*os.File{nsfd, userns}, []*os.File{o.End}, &syscall.SysProcAttr{Setsid: true})
+	if err != nil {
+		return nil, err
+	}
+	trace.Mark("network", "helper started")
+	if a.Helper.Process, err = identify(h.cmd.Process.Pid); err == nil {
+		err = record(context.Background())
+	}
+	if err != nil {
+		h.ready.Close()
+		return nil, err // the caller's Detach kills it
+	}
+	wait := func(ctx context.Context) error {
+		defer h.ready.Close()
+		ctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+		defer cancel()
+		if err := waitReady(ctx, watchConfig{Driver: o.Driver, Dir: a.Helper.Dir, Ready: o.ReadyTimeout}, h.ready, h.exited); err != nil {
+			var ex *exitError
+			if errors.As(err, &ex) {
+				err = errors.New(helperDied(o.Driver, a.Helper.Dir, ex.err))
+			}
+			return fmt.Errorf("start %s: %w", o.Driver, err)
+		}
+		a.Helper.Ready = time.Since(h.started)
+		trace.Mark("network", "helper ready")
+		return record(ctx)
+	}
+	return wait, nil
+}
+
+// helperProc is a helper process just started (startHelper).
+type helperProc struct {
+	cmd     *exec.Cmd
+	ready   *os.File   // the read end of its ready pipe
+	exited  chan error // its Wait's result, once it has exited
+	started time.Time
+}
+
+// startHelper starts the helper args with its output in dir's log, its
+// namespaces (ns: the network's, the user's) at helperNetnsFD on, its
+// ready pipe at helperReadyFD and extra after that.
+func startHelper(args []string, dir string, ns, extra []*os.File, attr *syscall.SysProcAttr) (*helperProc, error) {
+	logf, err := createPrivate(filepath.Join(dir, helperLogFile))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer readyW.Close()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = slices.Concat(ns, []*os.File{readyW}, extra)
+	cmd.SysProcAttr = attr
+	h := &helperProc{cmd: cmd, ready: readyR, exited: make(chan error, 1), started: time.Now()}
+	if err := cmd.Start(); err != nil {
+		readyR.Close()
+		return nil, fmt.Errorf("start %s: %w", args[0], err)
+	}
+	go func() { h.exited <- cmd.Wait() }()
+	return h, nil
+}
+
+// helperDied says how a helper ended: its exit and the end of its log.
+func helperDied(driver Driver, dir string, werr error) string {
+	return fmt.Sprintf("%s exited (%v): %s", driver, werr, tail(filepath.Join(dir, helperLogFile)))
+}
+
 // Wait waits until the attachment is complete: after Attach with
 // AttachOptions.Async, until the helper is ready (its ports forwarded); at
 // once otherwise. On error the attachment is undone (Detach). Wait before
@@ -414,41 +506,24 @@ func watchMain() int {
 			return fail(fmt.Errorf("forward published ports: %w", err))
 		}
 	}
-	logf, err := createPrivate(filepath.Join(cfg.Dir, helperLogFile))
+	h, err := startHelper(cfg.Args, cfg.Dir, []*os.File{os.NewFile(watchNetnsFD, "netns"), os.NewFile(watchUsernsFD, "userns")}, nil,
+		&syscall.SysProcAttr{Pdeathsig: unix.SIGKILL})
 	if err != nil {
 		return fail(err)
 	}
-	readyR, readyW, err := os.Pipe()
+	start, exited := h.started, h.exited
+	helper, err := identify(h.cmd.Process.Pid)
 	if err != nil {
 		return fail(err)
 	}
-	cmd := exec.Command(cfg.Args[0], cfg.Args[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{os.NewFile(watchNetnsFD, "netns"), os.NewFile(watchUsernsFD, "userns"), readyW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
-	start := time.Now()
-	err = cmd.Start()
-	readyW.Close()
-	logf.Close()
-	if err != nil {
-		return fail(fmt.Errorf("start %s: %w", cfg.Args[0], err))
-	}
-	helper, err := identify(cmd.Process.Pid)
-	if err != nil {
-		return fail(err)
-	}
-	hfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	hfd, err := unix.PidfdOpen(h.cmd.Process.Pid, 0)
 	if err != nil {
 		return fail(fmt.Errorf("pidfd of %s: %w", cfg.Driver, err))
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	died := func(werr error) string {
-		return fmt.Sprintf("%s exited (%v): %s", cfg.Driver, werr, tail(filepath.Join(cfg.Dir, helperLogFile)))
-	}
+	died := func(werr error) string { return helperDied(cfg.Driver, cfg.Dir, werr) }
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Ready)
 	defer cancel()
-	if err := waitReady(ctx, cfg, readyR, exited); err != nil {
+	if err := waitReady(ctx, cfg, h.ready, exited); err != nil {
 		_ = unix.PidfdSendSignal(hfd, unix.SIGKILL, nil, 0)
 		var ex *exitError
 		if errors.As(err, &ex) {

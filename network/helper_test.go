@@ -255,6 +255,60 @@ func TestHelperEndsWithSandbox(t *testing.T) {
 	}
 }
 
+// slirp4netns given the sandbox's end (AttachOptions.End: the read end of
+// a pipe whose write end only the sandbox's process holds) runs without a
+// watcher: it serves the sandbox, and it ends by itself once that process
+// has (slirp4netns's --exit-fd), or is reported when killed; Detach leaves
+// nothing either way. With a port to publish, a watcher forwards it.
+func TestHelperWithoutWatcher(t *testing.T) {
+	hostIP := hostAddress(t)
+	srv := hostServer(t, hostIP.String()+":0")
+	for _, end := range []string{"sandbox exits", "helper killed", "port published"} {
+		t.Run(end, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb := newSandboxNS(t, w)
+			w.Close()
+			defer r.Close()
+			o := helperOptions(t, DriverSlirp4netns, sb, stateDir(t))
+			o.End = r
+			if end == "port published" {
+				o.Publish = []Port{{HostIP: DefaultHostIP, ContainerPort: 80, Proto: "tcp"}}
+			}
+			a := attachT(t, o)
+			if end == "port published" {
+				if !a.Helper.Watcher.Alive() {
+					t.Errorf("no watcher with a port to publish: %+v", a.Helper)
+				}
+				return
+			}
+			if a.Helper.Watcher.Pid != 0 || !a.Helper.Process.Alive() {
+				t.Fatalf("helper %+v, want slirp4netns running without a watcher", a.Helper)
+			}
+			if out, err := sb.run("fetch", "http://"+srv.String()+"/"); err != nil || !strings.HasPrefix(out, "hello ") {
+				t.Fatalf("fetch from the host's address: %q %v", out, err)
+			}
+			if end == "helper killed" {
+				if err := syscall.Kill(a.Helper.Process.Pid, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				sb.Stop()
+			}
+			waitDead(t, a.Helper.Process)
+			if err := Check(a); !errors.Is(err, ErrHelperExited) || !strings.Contains(err.Error(), "without a watcher") {
+				t.Errorf("Check after the end: %v", err)
+			}
+			if err := Detach(context.Background(), a); err != nil {
+				t.Fatal(err)
+			}
+			assertGone(t, a)
+		})
+	}
+}
+
 // A helper that dies is reported, with its exit, and its sandbox is
 // reported without network; killing the watcher kills the helper.
 func TestHelperDeathReported(t *testing.T) {

@@ -262,7 +262,10 @@ type sandboxNS struct {
 	Pid   int
 }
 
-func newSandboxNS(t testing.TB) *sandboxNS {
+// newSandboxNS starts a process in namespaces of its own (a network
+// namespace; rootless, a user namespace too), which holds extra (from
+// descriptor 3) as long as it lives.
+func newSandboxNS(t testing.TB, extra ...*os.File) *sandboxNS {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -278,6 +281,7 @@ func newSandboxNS(t testing.TB) *sandboxNS {
 		attr.GidMappingsEnableSetgroups = false
 	}
 	cmd.SysProcAttr = attr
+	cmd.ExtraFiles = extra
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

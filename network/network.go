@@ -137,6 +137,11 @@ type Plan struct {
 	// nor of sb.Prepared. Nil for none and host, whose launch stays as it
 	// was.
 	Attach func(ctx context.Context, sb Sandbox) (*Attachment, error)
+	// HoldEnd: Attach wants the sandbox's end (sb.End), the read end of a
+	// pipe whose write end only the sandbox's PID 1 holds: a helper that
+	// ends by itself when the sandbox does (slirp4netns's --exit-fd) needs
+	// no watcher then.
+	HoldEnd bool
 	// CapDrop are capabilities the sandbox must not have for the plan to
 	// hold (CapDrop): the manager removes them from its set.
 	CapDrop []string
@@ -189,6 +194,11 @@ type Sandbox struct {
 	// Executor is how the host reaches the sandbox's executor (Prepare
 	// and Attach): the builtin port driver asks it for each connection.
 	Executor Executor
+	// End is the sandbox's end, when the plan asked for it
+	// (Plan.HoldEnd; Attach only): the read end of a pipe whose write end
+	// only the sandbox's PID 1 holds, so that it reads end of file once
+	// the sandbox has ended. Attach does not keep it.
+	End *os.File
 }
 
 // StateDir is where attached networks keep their leases, helpers' files

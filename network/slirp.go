@@ -15,7 +15,7 @@ import (
 // sandbox itself (--enable-sandbox: a mount namespace of its own and no
 // capabilities), which it cannot from outside (setegid(0) fails). The
 // network namespace is passed as a descriptor (/proc/self/fd/3).
-func slirpArgs(bin string, a *Attachment, dir string, hostLoopback, joinUserns bool) ([]string, error) {
+func slirpArgs(bin string, a *Attachment, dir string, hostLoopback, joinUserns, exitFD bool) ([]string, error) {
 	var args []string
 	if joinUserns {
 		nsenter, err := exec.LookPath("nsenter")
@@ -30,6 +30,9 @@ func slirpArgs(bin string, a *Attachment, dir string, hostLoopback, joinUserns b
 		"--netns-type=path", "--ready-fd="+strconv.Itoa(helperReadyFD))
 	if !hostLoopback {
 		args = append(args, "--disable-host-loopback")
+	}
+	if exitFD {
+		args = append(args, "--exit-fd="+strconv.Itoa(helperExitFD))
 	}
 	return append(args, procFD(helperNetnsFD), a.Interface), nil
 }

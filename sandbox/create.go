@@ -130,6 +130,9 @@ type creation struct {
 	lp             launchProcess
 	prepared       *network.Attachment
 	attached       *network.Attachment
+	// end is the read end of the pipe whose write end only the sandbox's
+	// PID 1 holds (network.Plan.HoldEnd), until Attach has handed it on.
+	end *os.File
 
 	// atExit are run when Create returns, last first: locks and holds to
 	// let go of, descriptors to close, and (first of all, on failure) the
@@ -444,12 +447,28 @@ func (c *creation) startLauncher(ctx context.Context) error {
 		UserNS: c.m.mapping.Mode, MappedIDs: c.m.mapping.Size(), Overlays: c.overlays,
 		StateRoot: filepath.Join(c.dir, "libcontainer"), Log: filepath.Join(c.dir, "executor.log"), ReadyTimeout: c.opts.ReadyTimeout,
 		SystemdCgroup: c.cgroup.Systemd, SeccompCache: c.m.paths.seccompCache(),
-		ReportStart: c.net.Attach != nil,
+		ReportStart: c.net.Attach != nil, HoldEnd: c.net.HoldEnd,
 	}
 	if err := writeJSON(filepath.Join(c.dir, "launch.json"), c.req); err != nil {
 		return err
 	}
-	lp, err := c.m.launchers.start(ctx, c.sb, c.dir, &c.req, c.files)
+	files := c.files
+	var holdEnd *os.File
+	if c.net.HoldEnd {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		c.end, holdEnd = r, w
+		c.onExit(func() { r.Close() })
+		files = append(slices.Clip(files), w) // after the others (ipc.LaunchRequest.HoldEnd)
+	}
+	lp, err := c.m.launchers.start(ctx, c.sb, c.dir, &c.req, files)
+	if holdEnd != nil {
+		// The sandbox's, not this process's: a manager that lives on
+		// must not keep the sandbox's helper alive after it.
+		holdEnd.Close()
+	}
 	if err != nil {
 		return err
 	}
@@ -533,6 +552,7 @@ func (c *creation) prepareNetwork(ctx context.Context) error {
 func (c *creation) networkSandbox() network.Sandbox {
 	sb := c.m.networkSandbox(c.id)
 	sb.Executor = network.Executor{Socket: c.m.paths.SocketPath(c.id), Identity: c.sb.SocketIdentity, APIKey: c.sb.APIKey}
+	sb.End = c.end
 	return sb
 }
 

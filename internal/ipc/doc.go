@@ -42,7 +42,9 @@
 //	         kills the init)
 //	launcher LaunchResult (the sandbox's PID 1, or an error), then it exits
 //	files    LauncherListenFD (4) the executor's listening socket,
-//	         LauncherMainLogFD (5) the main command's log (LaunchRequest.MainLog)
+//	         LauncherMainLogFD (5) the main command's log (LaunchRequest.MainLog),
+//	         then the sandbox's end (LaunchRequest.HoldEnd), all passed on to
+//	         the executor in that order
 //
 // Container init: libcontainer's own contract, not framed here. The
 // launcher's libcontainer.Container.Run (Start, then Exec once NetworkReady

@@ -53,6 +53,12 @@ type LaunchRequest struct {
 	Log string `json:"log"`
 	// MainLog: the CLI passes the main command's log (LauncherMainLogFD).
 	MainLog bool `json:"main_log,omitempty"`
+	// HoldEnd: the CLI passes, after the other files, a descriptor for the
+	// executor to hold, unknowing, as long as it lives: the write end of
+	// a pipe whose read end tells a network helper that the sandbox has
+	// ended (slirp4netns's --exit-fd). The executor makes every
+	// descriptor it inherits close-on-exec, so its commands do not hold it.
+	HoldEnd bool `json:"hold_end,omitempty"`
 	// ReadyTimeout bounds the wait for the executor's ExecutorReady.
 	ReadyTimeout time.Duration `json:"ready_timeout"`
 	// SystemdCgroup: config.json's cgroupsPath names a systemd scope.

@@ -245,8 +245,13 @@ func start(conn io.ReadWriter, req *ipc.LaunchRequest, b *bundle) (int, error) {
 // them after its ready pipe.
 func executorFiles(req *ipc.LaunchRequest) ([]*os.File, error) {
 	fds := []int{ipc.LauncherListenFD}
+	next := ipc.LauncherMainLogFD
 	if req.MainLog {
-		fds = append(fds, ipc.LauncherMainLogFD)
+		fds = append(fds, next)
+		next++
+	}
+	if req.HoldEnd {
+		fds = append(fds, next)
 	}
 	var files []*os.File
 	for _, fd := range fds {
