@@ -399,6 +399,21 @@ func TestEscapeExecutorSocket(t *testing.T) {
 	}
 }
 
+// threads returns how many threads process pid has (0 once it is gone).
+func threads(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // TestPidsLimitKeepsExecutorServing fills a sandbox's pids limit with
 // commands and then loads the executor with concurrent requests, each of
 // which may need a new OS thread: the Go runtime aborts when it cannot
@@ -440,7 +455,25 @@ func TestPidsLimitKeepsExecutorServing(t *testing.T) {
 	}
 	t.Logf("%d sleeps started before %v", len(sleeps), full)
 
-	// The executor under load, at the commands' limit.
+	// The executor under load, at the commands' limit, its threads
+	// counted meanwhile: they must stay within its reserve.
+	reserve := launcher.ExecutorPidsReserve(pidsLimit)
+	var maxThreads atomic.Int64
+	sampled := make(chan struct{})
+	stopSampling := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := threads(sb.Pid); n > maxThreads.Load() {
+				maxThreads.Store(n)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	var firstErr atomic.Value
@@ -460,8 +493,14 @@ func TestPidsLimitKeepsExecutorServing(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(stopSampling)
+	<-sampled
+	t.Logf("the executor ran at most %d threads under the load (its reserve: %d pids)", maxThreads.Load(), reserve)
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d of 64 clients failed at the pids limit, the first with: %v", n, firstErr.Load())
+	}
+	if maxThreads.Load() > reserve {
+		t.Errorf("the executor ran %d threads under the load, over the %d pids its commands leave it", maxThreads.Load(), reserve)
 	}
 	if err := c.Alive(ctx); err != nil {
 		t.Fatalf("executor after the load: %v", err)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"debug/buildinfo"
 	"errors"
-	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -299,22 +299,28 @@ func TestInheritedSocketAndMainLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mainLog.Close()
-	// A descriptor no flag names (the sandbox's end, ipc.LaunchRequest's
-	// HoldEnd): the executor holds it, its commands must not.
+	// Descriptors no flag names (the sandbox's end, ipc.LaunchRequest's
+	// HoldEnd): the executor holds them as long as it lives, its commands
+	// must not hold them at all. A file, to find in the commands' lists,
+	// and a pipe's write end, whose read end reads end of file once the
+	// executor has exited.
 	heldPath := filepath.Join(dir, "held")
 	held, err := os.Create(heldPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
+	endR, endW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer endR.Close()
 	// Each shell lists what its descriptors are.
 	const fds = `for f in /proc/$$/fd/*; do readlink $f; done`
 	cmd := exec.Command(os.Args[0], "--ready-fd", "3", "--listen-fd", "4", "--main-log-fd", "5", "--", "sh", "-c", "echo from-main; "+fds)
 	cmd.Env = append(os.Environ(), "BOTHY_API_KEY=k3y", asExecutorEnv+"=1")
-	startReady(t, cmd, lnFile, mainLog, held)
-	if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/6", cmd.Process.Pid)); err != nil || target != heldPath {
-		t.Errorf("the executor's descriptor 6: %q %v, want it to hold %s", target, err, heldPath)
-	}
+	startReady(t, cmd, lnFile, mainLog, held, endW)
+	endW.Close()
 	e := &proc{cmd: cmd, socket: sock, dir: dir, c: client.New(sock, client.WithAPIKey("k3y"))}
 	defer e.c.Close()
 	res, err := e.c.Run(ctx(t), api.RunRequest{Cmd: fds})
@@ -341,8 +347,16 @@ func TestInheritedSocketAndMainLog(t *testing.T) {
 	if strings.Contains(string(out), "socket:") || strings.Contains(string(out), heldPath) {
 		t.Errorf("the main command inherited the listener or the held descriptor:\n%s", out)
 	}
+	_ = endR.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := endR.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the held pipe while the executor runs: %v, want it open", err)
+	}
 	if code := e.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code %d", code)
+	}
+	_ = endR.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := endR.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the held pipe once the executor has exited: %v, want end of file", err)
 	}
 	// The socket file is the caller's: the executor leaves it.
 	if _, err := os.Lstat(sock); err != nil {
