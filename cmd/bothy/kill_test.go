@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/internal/trace"
 	"github.com/bothy-sandbox/bothy/network"
@@ -293,6 +295,36 @@ func procInfo(pid int) (ppid int, start uint64, state byte, err error) {
 	return ppid, start, f[0][0], nil
 }
 
+// waitExiting waits, up to d, until no tracked process is exiting. A
+// helper that no record named yet (its creator was killed between its
+// start and the lease that names it) is ended by its sandbox's end, once
+// prune has ended the sandbox: it may still be exiting when prune returns
+// (slirp4netns's tap takes milliseconds to go). A process that is not
+// exiting is not waited for.
+func (k *killEnv) waitExiting(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(k.tracked)), func(pid int) bool {
+			return procAlive(pid, k.tracked[pid]) && procExiting(pid)
+		}) {
+			return
+		}
+	}
+}
+
+// procExiting reports whether process pid is exiting (PF_EXITING).
+func procExiting(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := bytes.Fields(data[bytes.LastIndexByte(data, ')')+1:])
+	if len(f) < 7 {
+		return false
+	}
+	flags, _ := strconv.ParseUint(string(f[6]), 10, 64)
+	return flags&0x4 != 0 // PF_EXITING
+}
+
 func procAlive(pid int, start uint64) bool {
 	_, s, state, err := procInfo(pid)
 	return err == nil && s == start && state != 'Z' && state != 'X'
@@ -535,6 +567,23 @@ func (k *killEnv) track() {
 			}
 		}
 	}
+	// And the helpers no record names yet (a CLI killed between a
+	// helper's start and the lease that names it): by the helper
+	// directory on their command line.
+	helpers := filepath.Join(k.root, "run", "network", "helpers") + "/"
+	for _, name := range readNames("/proc") {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", name, "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(helpers)) {
+			continue
+		}
+		if start, _, err := proc.Start(pid); err == nil {
+			k.tracked[pid] = start
+		}
+	}
 }
 
 func libcontainerInit(dir, id string) (int, uint64) {
@@ -615,6 +664,10 @@ type trial struct {
 // netArgs put a sandbox on the bridge network (root: the bridge driver;
 // rootless: slirp4netns) with a published port.
 var netArgs = []string{"--network", "bridge", "-p", "8000"}
+
+// slirpArgs put a sandbox on slirp4netns with no port: the helper runs
+// without a watcher (its --exit-fd is the sandbox's end).
+var slirpArgs = []string{"--network", "slirp4netns"}
 
 // outcome is what one trial found.
 type outcome struct {
@@ -813,6 +866,7 @@ func (k *killEnv) runTrial(tr trial) outcome {
 			}
 		}
 	}
+	k.waitExiting(2 * time.Second)
 	if after := k.leftovers(); !after.empty() {
 		t.Errorf("%s, %s killed at %s: after prune and rm -f, left:%s\nbefore prune:%s", tr.op, tr.victim, o.phase, after, o.before)
 	}
@@ -915,6 +969,8 @@ var (
 	netLauncherSteps = []string{"launcher:container created", "launcher:container started (libcontainer Start)",
 		"launcher:network ready", "launcher:container running (libcontainer Exec)", "launcher:executor ready"}
 	netRemoveSteps = []string{"bothy:rm: processes killed", "bothy:rm: cgroups removed", "bothy:rm: network removed"}
+	// slirp4netns without a watcher: started, recorded, ready.
+	slirpSteps = []string{"bothy:container started", "network:helper started", "bothy:network attached", "network:helper ready"}
 )
 
 func TestKillAnyStep(t *testing.T) {
@@ -935,6 +991,7 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 	runD := []string{"run", "-d", "--name", "killed", "-v", k.vol + ":/w:overlay"}
 	runRm := []string{"run", "--rm", "-v", k.vol + ":/w:overlay", "--", "sh", "-c", "echo hi > /w/f; sleep 0.1"}
 	runDNet := append(slices.Clone(runD), netArgs...)
+	runDSlirp := append(slices.Clone(runD), slirpArgs...)
 	runRmNet := slices.Concat([]string{"run", "--rm"}, netArgs, runRm[2:])
 	rmF := []string{"rm", "-f", "ID"}
 	build := []string{"build", "-q", "--force", "--setup", k.setup}
@@ -998,6 +1055,9 @@ func killAnyStep(t *testing.T, n int, budget time.Duration, cgroups bool) {
 	}
 	for _, s := range netLauncherSteps {
 		trials = append(trials, trial{op: "run --rm net", victim: "launcher", args: runRmNet, killAt: s})
+	}
+	for _, s := range slirpSteps {
+		trials = append(trials, trial{op: "run -d slirp", victim: "cli", args: runDSlirp, killAt: s})
 	}
 	for _, s := range netRemoveSteps {
 		trials = append(trials, trial{op: "rm -f net", victim: "cli", args: rmF, killAt: s, net: true})
