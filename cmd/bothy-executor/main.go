@@ -274,9 +274,9 @@ func (fl *flags) config(opts executor.Options, main []string) (executor.Config, 
 }
 
 // inherit sets cfg's listener, main log, commands' cgroup and ready pipe
-// from the descriptors the flags name, close-on-exec from now on: nothing
-// the executor starts inherits them (the main command gets the main log as
-// its output). It returns the files for the caller to close when the
+// from the descriptors the flags name, all close-on-exec since
+// closeOnExecFrom: nothing the executor starts inherits them (the main
+// command gets the main log as its output). It returns the files for the caller to close when the
 // executor ends.
 func (fl *flags) inherit(cfg *executor.Config, set map[string]bool) (files []*os.File, err error) {
 	if *fl.listenFD >= 0 {
@@ -312,13 +312,12 @@ func (fl *flags) inherit(cfg *executor.Config, set map[string]bool) (files []*os
 	return files, nil
 }
 
-// inheritedFile returns the inherited descriptor fd, named by its flag,
-// made close-on-exec.
+// inheritedFile returns the inherited descriptor fd, named by its flag
+// (close-on-exec already: closeOnExecFrom).
 func inheritedFile(fd int, flagName string) (*os.File, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 		return nil, fmt.Errorf("--%s %d is not a valid descriptor", flagName, fd)
 	}
-	syscall.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), flagName), nil
 }
 

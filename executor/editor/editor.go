@@ -567,7 +567,7 @@ func (e *Editor) validateFile(p string) error {
 	if isSupportedBinary(p) {
 		return nil
 	}
-	f, err := files.Open(p)
+	f, _, err := files.OpenRegular(p)
 	if err != nil {
 		return nil // reported by the read that follows
 	}

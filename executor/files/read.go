@@ -145,7 +145,7 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*ReadResult, erro
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	f, err := Open(p)
+	f, err := openNoWait(p)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, classify(err))
 	}

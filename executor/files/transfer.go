@@ -91,7 +91,7 @@ func OpenDownload(ctx context.Context, path string, opts DownloadOptions) (*Down
 	if err != nil {
 		return nil, fmt.Errorf("download %s: %w", path, err)
 	}
-	f, err := Open(p)
+	f, err := openNoWait(p)
 	if err != nil {
 		return nil, fmt.Errorf("download %s: %w", p, classify(err))
 	}
