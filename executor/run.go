@@ -69,6 +69,12 @@ type Config struct {
 	// it from the host at /.bothy/main.
 	MainDir     string
 	MainLogSize int64
+	// MainGate, when set, holds the main command back until a byte can be
+	// read from it: bothy writes one once the sandbox's network is
+	// attached and ready (ipc.LaunchRequest.MainGate). End of file first
+	// ends the executor: the sandbox's creation was called off. Ready is
+	// sent after it.
+	MainGate io.Reader
 	// Restart is the main command's restart policy.
 	Restart processes.Restart
 	// ExitWithMain ends the executor when the main command exits, with the
@@ -144,6 +150,10 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	go func() { errc <- s.Serve(serveCtx, ln) }()
 	log.Info("serving", "socket", cfg.Socket, "pid", os.Getpid(), "reaper", r.Mode().String())
 
+	if err := waitGate(ctx, cfg.MainGate, sigs); err != nil {
+		s.shutdown(ctx, sigs, syscall.SIGTERM, cfg.Grace)
+		return 1, err
+	}
 	if err := s.startMain(cfg); err != nil {
 		s.shutdown(ctx, sigs, syscall.SIGTERM, cfg.Grace)
 		return 1, err
@@ -204,6 +214,31 @@ func catchSignals() (sigs <-chan os.Signal, stop func()) {
 		signal.Stop(c)
 		signal.Stop(ignored)
 		close(ignored)
+	}
+}
+
+// waitGate waits until a byte can be read from gate (nil: no gate), a
+// signal comes (it ends the executor; the signal is not forwarded, as
+// nothing has started) or ctx ends.
+func waitGate(ctx context.Context, gate io.Reader, sigs <-chan os.Signal) error {
+	if gate == nil {
+		return nil
+	}
+	opened := make(chan error, 1)
+	go func() {
+		_, err := gate.Read(make([]byte, 1))
+		if errors.Is(err, io.EOF) {
+			err = errors.New("the main command's gate closed before the sandbox's network was ready: its creation was called off")
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		return err
+	case sig := <-sigs:
+		return fmt.Errorf("%s before the main command's gate opened", sig)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -15,8 +15,10 @@ import (
 
 // The attached modes: the sandbox gets a network namespace of its own, as
 // with none, which the plan's Attach connects to the outside once the
-// launcher has started the container's init in it (Attach, below), before
-// the executor runs. Root's bridge driver prepares what needs no namespace
+// launcher has started the container's init in it (Attach, below): before
+// the executor runs when rules go into the namespace, else while it starts
+// (Plan.Overlap; the main command waits for the network). Root's bridge
+// driver prepares what needs no namespace
 // before (Prepare: the lease, the bridge, the rules), while the launcher
 // creates the container.
 //
@@ -116,6 +118,9 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 				return Attach(ctx, options(sb))
 			},
 		}
+		// Rules in the namespace go in before the executor starts; root's
+		// bridge has its own on the host (Prepare).
+		p.Overlap = driver == DriverBridge || (!egress.Deny && !(driver == DriverPasta && udp))
 		// slirp4netns ends with the sandbox by itself (its --exit-fd)
 		// when no watcher need forward ports.
 		p.HoldEnd = driver == DriverSlirp4netns && len(ports) == 0

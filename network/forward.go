@@ -283,7 +283,7 @@ func stopForwarder(ctx context.Context, a *Attachment) error {
 	if a.Forwarder == nil {
 		return nil
 	}
-	if err := a.Forwarder.Process.kill(ctx); err != nil {
+	if err := a.Forwarder.Process.kill(ctx, false); err != nil {
 		return fmt.Errorf("stop port forwarder: %w", err)
 	}
 	return nil

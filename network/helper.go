@@ -328,7 +328,7 @@ func startDirect(o *AttachOptions, a *Attachment, args []string, nsfd, userns *o
 		return nil, err
 	}
 	trace.Mark("network", "helper started")
-	if a.Helper.Process, err = identify(h.cmd.Process.Pid); err == nil {
+	if a.Helper.Process, err = h.identify(o.Driver, a.Helper.Dir); err == nil {
 		err = record(context.Background())
 	}
 	if err != nil {
@@ -388,6 +388,22 @@ func startHelper(args []string, dir string, ns, extra []*os.File, attr *syscall.
 	return h, nil
 }
 
+// identify returns the helper's Process; when it has exited already, the
+// error says how (helperDied).
+func (h *helperProc) identify(driver Driver, dir string) (Process, error) {
+	p, err := identify(h.cmd.Process.Pid)
+	if err == nil {
+		return p, nil
+	}
+	select {
+	case werr := <-h.exited:
+		h.exited <- werr // for whoever waits next
+		return Process{}, errors.New(helperDied(driver, dir, werr))
+	case <-time.After(time.Second):
+		return Process{}, err
+	}
+}
+
 // helperDied says how a helper ended: its exit and the end of its log.
 func helperDied(driver Driver, dir string, werr error) string {
 	return fmt.Sprintf("%s exited (%v): %s", driver, werr, tail(filepath.Join(dir, helperLogFile)))
@@ -423,9 +439,12 @@ func stopHelper(ctx context.Context, s *store, a *Attachment) error {
 		return s.removeHelperDir(a.ID)
 	}
 	// The watcher first: its death kills the helper (PDEATHSIG), which
-	// then cannot be restarted by anyone.
+	// then cannot be restarted by anyone. A helper without a watcher holds
+	// no port: once it is on its way out, nothing of it is left to wait
+	// for but its tap's teardown in the kernel.
+	direct := a.Helper.Watcher.Pid == 0
 	for _, p := range []Process{a.Helper.Watcher, a.Helper.Process} {
-		if err := p.kill(ctx); err != nil {
+		if err := p.kill(ctx, direct); err != nil {
 			return fmt.Errorf("stop %s: %w", a.Driver, err)
 		}
 	}
@@ -512,7 +531,7 @@ func watchMain() int {
 		return fail(err)
 	}
 	start, exited := h.started, h.exited
-	helper, err := identify(h.cmd.Process.Pid)
+	helper, err := h.identify(cfg.Driver, cfg.Dir)
 	if err != nil {
 		return fail(err)
 	}

@@ -129,7 +129,7 @@ type Plan struct {
 	// Attach, when set, connects the sandbox's network namespace once it
 	// exists: the launcher has started the container's init (sb.Pid),
 	// which waits there, before it executes anything, until Attach has
-	// returned. The attachment is the sandbox manager's to record in the
+	// returned (unless Overlap). The attachment is the sandbox manager's to record in the
 	// sandbox's state (its teardown finds it there, sb.Attachment, and
 	// else from the lease it left on disk), to write its ResolvConf as the
 	// sandbox's /etc/resolv.conf (unless Prepare's did), and to Wait for
@@ -137,6 +137,15 @@ type Plan struct {
 	// nor of sb.Prepared. Nil for none and host, whose launch stays as it
 	// was.
 	Attach func(ctx context.Context, sb Sandbox) (*Attachment, error)
+	// Overlap: Attach may run while the executor starts, as nothing it
+	// makes in the namespace must be there before: root's bridge keeps
+	// its rules on the host, and a helper with no rules in the namespace
+	// only adds an interface. The manager lets the container's init go on
+	// at once and holds the main command back until the network is ready
+	// instead. False when Attach installs rules in the namespace (an
+	// egress policy that denies, pasta's UDP redirects): they are in place
+	// before anything in the sandbox runs.
+	Overlap bool
 	// HoldEnd: Attach wants the sandbox's end (sb.End), the read end of a
 	// pipe whose write end only the sandbox's PID 1 holds: a helper that
 	// ends by itself when the sandbox does (slirp4netns's --exit-fd) needs

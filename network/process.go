@@ -29,13 +29,15 @@ func identify(pid int) (Process, error) {
 	return Process{Pid: pid, Start: start}, nil
 }
 
-// Alive reports whether the process still runs (a zombie is dead).
+// Alive reports whether the process still runs: a zombie is dead, and so
+// is a process on its way out (proc.Exiting), though it may still hold its
+// files for a while.
 func (p Process) Alive() bool {
 	if p.Pid <= 0 {
 		return false
 	}
 	start, zombie, err := proc.Start(p.Pid)
-	return err == nil && start == p.Start && !zombie
+	return err == nil && start == p.Start && !zombie && !proc.Exiting(p.Pid)
 }
 
 // pidfd opens a pidfd for p, checked against its start time after it is
@@ -62,8 +64,11 @@ func (p Process) pidfd() (fd int, ok bool, err error) {
 }
 
 // kill sends SIGKILL to p, if it still runs, and waits until it is gone
-// (not merely signalled) or ctx ends.
-func (p Process) kill(ctx context.Context) error {
+// (not merely signalled) or ctx ends. With exiting, it waits only until p
+// is on its way out (proc.Exiting): for a process that holds nothing on
+// the host that the kernel frees late (slirp4netns without ports: its
+// tap's teardown waits for an RCU barrier, 10 to 50 ms).
+func (p Process) kill(ctx context.Context, exiting bool) error {
 	fd, ok, err := p.pidfd()
 	if err != nil || !ok {
 		return err
@@ -72,18 +77,24 @@ func (p Process) kill(ctx context.Context) error {
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("kill %d: %w", p.Pid, err)
 	}
-	return waitPidfd(ctx, fd, p)
+	return waitPidfd(ctx, fd, p, exiting)
 }
 
 // waitPidfd waits until the process behind fd has exited, all its threads:
-// a pidfd becomes readable then, a zombie that nobody reaps included.
-func waitPidfd(ctx context.Context, fd int, p Process) error {
+// a pidfd becomes readable then, a zombie that nobody reaps included. With
+// exiting, until it has begun to: while the pidfd is not readable, p.Pid
+// is still p.
+func waitPidfd(ctx context.Context, fd int, p Process, exiting bool) error {
+	timeout := 20
+	if exiting {
+		timeout = 1
+	}
 	for {
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 20)
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, timeout)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("wait for %d: %w", p.Pid, err)
 		}
-		if n > 0 {
+		if n > 0 || exiting && proc.Exiting(p.Pid) {
 			return nil
 		}
 		if ctx.Err() != nil {

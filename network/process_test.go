@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,9 +45,28 @@ func TestKillWaitsForAllThreads(t *testing.T) {
 	if portFree("tcp", addr.Addr(), addr.Port()) {
 		t.Fatalf("port %s is free while the process's other threads run", addr)
 	}
+	// On its way out (its leader has exited), it is waited for no longer
+	// with exiting (a helper that holds no port), though it still holds
+	// its files; without, it is.
+	if !proc.Exiting(p.Pid) {
+		t.Fatalf("process %d with its leader exited is not exiting", p.Pid)
+	}
+	fd, ok, err := p.pidfd()
+	if err != nil || !ok {
+		t.Fatalf("pidfd: %v %v", ok, err)
+	}
+	for _, exiting := range []bool{true, false} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := waitPidfd(ctx, fd, p, exiting)
+		cancel()
+		if exiting != (err == nil) {
+			t.Errorf("wait with exiting %v: %v", exiting, err)
+		}
+	}
+	syscall.Close(fd)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.kill(ctx); err != nil {
+	if err := p.kill(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if !portFree("tcp", addr.Addr(), addr.Port()) {

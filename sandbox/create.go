@@ -133,6 +133,11 @@ type creation struct {
 	// end is the read end of the pipe whose write end only the sandbox's
 	// PID 1 holds (network.Plan.HoldEnd), until Attach has handed it on.
 	end *os.File
+	// gate is the write end of the main command's gate
+	// (ipc.LaunchRequest.MainGate), until openGate writes it.
+	gate *os.File
+	// networkReady: waitNetwork is done (openGate did it).
+	networkReady bool
 
 	// atExit are run when Create returns, last first: locks and holds to
 	// let go of, descriptors to close, and (first of all, on failure) the
@@ -448,27 +453,42 @@ func (c *creation) startLauncher(ctx context.Context) error {
 		StateRoot: filepath.Join(c.dir, "libcontainer"), Log: filepath.Join(c.dir, "executor.log"), ReadyTimeout: c.opts.ReadyTimeout,
 		SystemdCgroup: c.cgroup.Systemd, SeccompCache: c.m.paths.seccompCache(),
 		ReportStart: c.net.Attach != nil, HoldEnd: c.net.HoldEnd,
+		// The main command waits for the network that is attached while
+		// the executor starts.
+		MainGate: c.net.Attach != nil && len(c.main) > 0,
 	}
 	if err := writeJSON(filepath.Join(c.dir, "launch.json"), c.req); err != nil {
 		return err
 	}
-	files := c.files
-	var holdEnd *os.File
+	files := slices.Clip(c.files)
+	// The sandbox's ends of the pipes, not this process's: a manager that
+	// lives on must not keep the sandbox's helper alive after it, nor see
+	// its own byte on the gate.
+	var theirs []*os.File
+	defer func() {
+		for _, f := range theirs {
+			f.Close()
+		}
+	}()
 	if c.net.HoldEnd {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return err
 		}
-		c.end, holdEnd = r, w
+		c.end = r
 		c.onExit(func() { r.Close() })
-		files = append(slices.Clip(files), w) // after the others (ipc.LaunchRequest.HoldEnd)
+		theirs = append(theirs, w) // after the others (ipc.LaunchRequest.HoldEnd)
 	}
-	lp, err := c.m.launchers.start(ctx, c.sb, c.dir, &c.req, files)
-	if holdEnd != nil {
-		// The sandbox's, not this process's: a manager that lives on
-		// must not keep the sandbox's helper alive after it.
-		holdEnd.Close()
+	if c.req.MainGate {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		c.gate = w
+		c.onExit(c.closeGate)
+		theirs = append(theirs, r) // last (ipc.LaunchRequest.MainGate)
 	}
+	lp, err := c.m.launchers.start(ctx, c.sb, c.dir, &c.req, append(files, theirs...))
 	if err != nil {
 		return err
 	}
@@ -592,6 +612,9 @@ func (c *creation) specInput() specInput {
 		if c.sb.ExitWithMain {
 			args = append(args, "--exit-with-main")
 		}
+		if c.req.MainGate {
+			args = append(args, "--main-gate-fd", strconv.Itoa(c.req.ExecutorMainGateFD()))
+		}
 		args = append(append(args, "--"), c.main...)
 	}
 	// The executor removes the key from the environment its processes get.
@@ -628,34 +651,69 @@ func (c *creation) security() Security {
 
 // launch tells the launcher to run and records the sandbox's PID 1 as it
 // reports it: the sandbox runs. A plan that attaches a network does so
-// in between (attachNetwork), once the sandbox's namespaces exist and
-// before its executor starts.
+// in between (attachNetwork), once the sandbox's namespaces exist: before
+// its executor starts, or while it does (network.Plan.Overlap). The main
+// command waits until the network is ready (openGate).
 func (c *creation) launch(ctx context.Context) error {
-	var started func(context.Context, int) error
+	var steps launchSteps
 	if c.net.Attach != nil {
-		started = c.attachNetwork
+		steps = launchSteps{attach: c.attachNetwork, overlap: c.net.Overlap}
+		if c.gate != nil {
+			steps.attached = c.openGate
+		}
 	}
-	pid, err := c.lp.run(ctx, started)
-	if err != nil {
-		return err
+	pid, err := c.lp.run(ctx, steps)
+	if pid > 0 {
+		// Recorded even when a step failed: the sandbox then runs, and
+		// its removal needs its PID 1.
+		trace.Mark("bothy", "launcher reported")
+		start, _, serr := proc.Start(pid)
+		if serr == nil {
+			c.sb.Pid, c.sb.PidStart = pid, start
+			c.sb.LauncherPid, c.sb.LauncherStart = 0, 0
+			serr = writeState(c.dir, c.sb)
+		} else if err == nil {
+			serr = fmt.Errorf("sandbox %s exited at once; see %s", c.id[:12], c.req.Log)
+		}
+		err = cmp.Or(err, serr)
 	}
-	trace.Mark("bothy", "launcher reported")
-	start, _, err := proc.Start(pid)
-	if err != nil {
-		return fmt.Errorf("sandbox %s exited at once; see %s", c.id[:12], c.req.Log)
+	return err
+}
+
+// openGate waits for the network (waitNetwork) and then lets the main
+// command start: it writes the gate's byte.
+func (c *creation) openGate(ctx context.Context) error {
+	err := c.waitNetwork(ctx)
+	if err == nil {
+		_, err = c.gate.Write([]byte{1})
 	}
-	c.sb.Pid, c.sb.PidStart = pid, start
-	c.sb.LauncherPid, c.sb.LauncherStart = 0, 0
-	return writeState(c.dir, c.sb)
+	c.closeGate()
+	return err
+}
+
+// closeGate closes the gate (if open): the executor, still waiting on it,
+// ends.
+func (c *creation) closeGate() {
+	if c.gate != nil {
+		c.gate.Close()
+		c.gate = nil
+	}
 }
 
 // attachNetwork runs the plan's Attach for the sandbox's namespaces, which
-// its container init (pid) holds, waiting to start the executor, on what
-// prepareNetwork made, and writes the sandbox's /etc/resolv.conf (unless
-// prepareNetwork did), before the executor may run. The attachment goes
-// into the sandbox's state with its PID 1 (launch): from there removal
-// detaches it; before, from the lease Attach left on disk.
-func (c *creation) attachNetwork(ctx context.Context, pid int) error {
+// its container init (pid) holds, on what prepareNetwork made, and writes
+// the sandbox's /etc/resolv.conf (unless prepareNetwork did): before the
+// executor starts or, with network.Plan.Overlap, while it does; nothing in
+// the sandbox reads the file before it is ready (the main command waits
+// for the gate). The attachment goes into the sandbox's state with its
+// PID 1 (launch): from there removal detaches it; before, from the lease
+// Attach left on disk. On error, the gate is closed: the executor ends.
+func (c *creation) attachNetwork(ctx context.Context, pid int) (err error) {
+	defer func() {
+		if err != nil {
+			c.closeGate()
+		}
+	}()
 	trace.Mark("bothy", "container started")
 	sb := c.networkSandbox()
 	sb.Pid, sb.Prepared = pid, c.prepared
@@ -666,8 +724,7 @@ func (c *creation) attachNetwork(ctx context.Context, pid int) error {
 	}
 	c.attached, c.sb.NetworkAttachment = a, a
 	if sb.Prepared == nil {
-		// The file bound at /etc/resolv.conf, rewritten in place: the
-		// mount is made, and nothing in the sandbox has run yet.
+		// The file bound at /etc/resolv.conf, rewritten in place.
 		if err := c.writeNetworkEtc(a); err != nil {
 			return err
 		}
@@ -676,12 +733,13 @@ func (c *creation) attachNetwork(ctx context.Context, pid int) error {
 	return nil
 }
 
-// waitNetwork waits, once the executor is ready, for what the network's
-// attachment still starts (a user-mode helper, whose start overlapped the
+// waitNetwork waits, once the executor is ready (or, with a main command,
+// while it waits at the gate: openGate), for what the network's attachment
+// still starts (a user-mode helper, whose start overlapped the
 // executor's), and records it: the sandbox is ready when its network is.
 func (c *creation) waitNetwork(ctx context.Context) error {
 	a := c.attached
-	if a == nil {
+	if a == nil || c.networkReady {
 		return nil
 	}
 	if err := a.Wait(ctx); err != nil {
@@ -692,6 +750,7 @@ func (c *creation) waitNetwork(ctx context.Context) error {
 			return err
 		}
 	}
+	c.networkReady = true
 	trace.Mark("bothy", "network ready")
 	return nil
 }
@@ -732,10 +791,25 @@ type launchProcess interface {
 	// goAhead lets it go on: the bundle is written.
 	goAhead() error
 	// run lets it go on (unless goAhead did), and returns the sandbox's
-	// PID 1; with started, it first reports the container's init (see
+	// PID 1; with steps.attach, it first reports the container's init (see
 	// launch.run).
-	run(ctx context.Context, started func(ctx context.Context, pid int) error) (pid int, err error)
+	run(ctx context.Context, steps launchSteps) (pid int, err error)
 	abort()
+}
+
+// launchSteps are what a creation does while its launcher starts the
+// sandbox (launchProcess.run).
+type launchSteps struct {
+	// attach, when set, attaches the network to the container's init
+	// (pid), which the launcher started in the sandbox's namespaces: before
+	// the init goes on to start the executor or, with overlap, while it
+	// does.
+	attach  func(ctx context.Context, pid int) error
+	overlap bool
+	// attached, when set, runs after attach, once the init was let go,
+	// while the executor starts: the executor may wait for it (the main
+	// command's gate) before it reports ready.
+	attached func(ctx context.Context) error
 }
 
 // initLauncher starts launchers by re-executing the manager's init binary

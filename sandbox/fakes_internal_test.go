@@ -168,7 +168,7 @@ type fakeProcess struct {
 
 func (p *fakeProcess) goAhead() error { return nil }
 
-func (p *fakeProcess) run(ctx context.Context, started func(context.Context, int) error) (int, error) {
+func (p *fakeProcess) run(ctx context.Context, steps launchSteps) (int, error) {
 	p.done = true
 	p.l.ran++
 	exists := func(name string) bool {
@@ -193,9 +193,13 @@ func (p *fakeProcess) run(ctx context.Context, started func(context.Context, int
 	// Not waited for here: removal reaps it, as the CLI that waits for a
 	// sandbox reaps its PID 1.
 	p.l.t.Cleanup(func() { _ = cmd.Process.Kill() })
-	if started != nil {
+	if steps.attach != nil {
 		p.l.reported++
-		if err := started(ctx, cmd.Process.Pid); err != nil {
+		err := steps.attach(ctx, cmd.Process.Pid)
+		if err == nil && steps.attached != nil {
+			err = steps.attached(ctx)
+		}
+		if err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return 0, err

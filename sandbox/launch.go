@@ -108,12 +108,14 @@ func (lp *launch) goAhead() error {
 }
 
 // run lets the launcher go on with the written bundle (unless goAhead did)
-// and returns the sandbox's PID 1 as the launcher reports it. With started
-// (the request's ReportStart), the launcher first reports the container's
-// init, waiting in the sandbox's namespaces: started attaches the network
-// to it, and on its error the launch is called off (the launcher kills the
-// init) and run returns that error.
-func (lp *launch) run(ctx context.Context, started func(ctx context.Context, pid int) error) (int, error) {
+// and returns the sandbox's PID 1 as the launcher reports it. With
+// steps.attach (the request's ReportStart), the launcher first reports the
+// container's init, waiting in the sandbox's namespaces, and run attaches
+// the network to it (see launchSteps). When a step fails before the init
+// was let go, the launch is called off (the launcher kills the init) and
+// run returns the step's error; after, run returns it with the PID 1 the
+// launcher reports, if any, for the caller to remove.
+func (lp *launch) run(ctx context.Context, steps launchSteps) (int, error) {
 	if !lp.went {
 		if err := lp.goAhead(); err != nil {
 			return 0, err
@@ -126,19 +128,32 @@ func (lp *launch) run(ctx context.Context, started func(ctx context.Context, pid
 	var cs ipc.ContainerStarted
 	var msg ipc.Message
 	var resErr error
-	if started != nil {
+	if steps.attach != nil {
 		msg, resErr = ipc.Receive(lp.conn, &cs, &res)
 	} else {
 		msg, resErr = ipc.Receive(lp.conn, &res)
 	}
 	if _, ok := msg.(*ipc.ContainerStarted); ok {
-		if err := started(ctx, cs.Pid); err != nil {
+		if steps.overlap {
+			goErr = ipc.Send(lp.conn, ipc.NetworkReady{})
+		}
+		err := steps.attach(ctx, cs.Pid)
+		if err != nil && !steps.overlap {
 			lp.conn.Close()
 			_ = lp.cmd.Wait()
 			return 0, err
 		}
-		goErr = ipc.Send(lp.conn, ipc.NetworkReady{})
+		if err == nil && !steps.overlap {
+			goErr = ipc.Send(lp.conn, ipc.NetworkReady{})
+		}
+		if err == nil && steps.attached != nil {
+			err = steps.attached(ctx)
+		}
 		_, resErr = ipc.Receive(lp.conn, &res)
+		if err != nil {
+			_ = lp.cmd.Wait()
+			return res.Pid, err
+		}
 	}
 	waitErr := lp.cmd.Wait()
 	switch {

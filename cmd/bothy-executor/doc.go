@@ -7,7 +7,7 @@
 //
 //	bothy-executor [--socket PATH | --listen-fd N] [--ready-fd N] [--seccomp-fd N]
 //	               [--api-key KEY] [--grace D]
-//	               [--log PATH] [--subreaper] [--main-log PATH | --main-log-fd N] [--exit-with-main]
+//	               [--log PATH] [--subreaper] [--main-log PATH | --main-log-fd N] [--main-gate-fd N] [--exit-with-main]
 //	               [--max-output N] [--no-change-timeout D] [--max-upload N]
 //	               [--max-request-body N] [--request-memory N] [--output-memory N] [--memory-limit N]
 //	               [--plugins jupyter,browser,vscode [--plugins-eager]]

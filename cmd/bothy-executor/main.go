@@ -50,6 +50,7 @@ type flags struct {
 	subreaper    *bool
 	mainLog      *string
 	mainLogFD    *int
+	mainGateFD   *int
 	mainDir      *string
 	mainLogSize  *int64
 	restart      *string
@@ -87,6 +88,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 		subreaper:    fs.Bool("subreaper", false, "reap orphans as a child subreaper even when not PID 1"),
 		mainLog:      fs.String("main-log", "", "append the main command's stdout and stderr to this `file` (default the executor's)"),
 		mainLogFD:    fs.Int("main-log-fd", -1, "write the main command's stdout and stderr to this inherited file descriptor instead of --main-log"),
+		mainGateFD:   fs.Int("main-gate-fd", -1, "start the main command (and report ready) only once a byte is read on this inherited file descriptor; end of file first ends the executor (bothy writes the byte once the sandbox's network is ready)"),
 		mainDir:      fs.String("main-dir", "", "record the main command's output (a rotated log) and exit status in this `directory` (package mainlog; bothy mounts it at /.bothy/main)"),
 		mainLogSize:  fs.Int64("main-log-size", 0, "rotate the main command's log in --main-dir at this many `bytes` (0: 10 MiB)"),
 		restart:      fs.String("restart", "no", "restart the main command: no, on-failure or on-failure:N (at most N times)"),
@@ -303,6 +305,14 @@ func (fl *flags) inherit(cfg *executor.Config, set map[string]bool) (files []*os
 			return files, err
 		}
 		files = append(files, cfg.CommandsTasks)
+	}
+	if *fl.mainGateFD >= 0 {
+		gate, err := inheritedFile(*fl.mainGateFD, "main-gate-fd")
+		if err != nil {
+			return files, err
+		}
+		cfg.MainGate = gate
+		files = append(files, gate)
 	}
 	if *fl.readyFD >= 0 {
 		if cfg.Ready, err = inheritedFile(*fl.readyFD, "ready-fd"); err != nil {

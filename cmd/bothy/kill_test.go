@@ -304,25 +304,11 @@ func procInfo(pid int) (ppid int, start uint64, state byte, err error) {
 func (k *killEnv) waitExiting(d time.Duration) {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if !slices.ContainsFunc(slices.Collect(maps.Keys(k.tracked)), func(pid int) bool {
-			return procAlive(pid, k.tracked[pid]) && procExiting(pid)
+			return procAlive(pid, k.tracked[pid]) && proc.Exiting(pid)
 		}) {
 			return
 		}
 	}
-}
-
-// procExiting reports whether process pid is exiting (PF_EXITING).
-func procExiting(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := bytes.Fields(data[bytes.LastIndexByte(data, ')')+1:])
-	if len(f) < 7 {
-		return false
-	}
-	flags, _ := strconv.ParseUint(string(f[6]), 10, 64)
-	return flags&0x4 != 0 // PF_EXITING
 }
 
 func procAlive(pid int, start uint64) bool {

@@ -265,3 +265,60 @@ func atoiT(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// A sandbox's network is attached while its executor starts, but its main
+// command starts once the network is ready: behind a slirp4netns that
+// takes a second to start, the main command's first instruction finds the
+// sandbox's default route. And when the helper fails, the main command
+// never runs and nothing is left.
+func TestMainCommandWaitsForNetwork(t *testing.T) {
+	slirp, err := exec.LookPath("slirp4netns")
+	if err != nil {
+		t.Fatalf("this test needs slirp4netns (Debian package slirp4netns): %v", err)
+	}
+	shim := t.TempDir()
+	helper := filepath.Join(shim, "slirp4netns")
+	setHelper := func(script string) {
+		t.Helper()
+		if err := os.WriteFile(helper, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", shim+":"+os.Getenv("PATH"))
+	c := newCLI(t)
+	k := &killEnv{t: t, root: c.root, seen: map[string]bool{}}
+
+	setHelper("sleep 1\nexec " + slirp + ` "$@"`)
+	id := strings.TrimSpace(c.ok("run", "-d", "--network", "slirp4netns", "--", "sh", "-c", "cat /proc/net/route > /tmp/route; exec sleep 1000"))
+	var route string
+	for range 50 {
+		if route = c.ok("exec", id, "--", "cat", "/tmp/route"); route != "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !regexp.MustCompile(`(?m)^eth0\s+00000000\s`).MatchString(route) {
+		t.Errorf("the main command started before the network was ready: its /proc/net/route:\n%s", route)
+	}
+	k.seen[id] = true
+	c.ok("rm", "-f", id)
+
+	setHelper("exit 3")
+	marks := t.TempDir()
+	if err := os.Chmod(marks, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := c.run("", "run", "-d", "--network", "slirp4netns", "-v", marks+":/marks", "--", "sh", "-c", "touch /marks/ran; exec sleep 1000")
+	if code == 0 || !strings.Contains(errOut, "slirp4netns exited") {
+		t.Errorf("run with a failing helper: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(marks, "ran")); err == nil {
+		t.Error("the main command ran though the network failed")
+	}
+	if out := strings.TrimSpace(c.ok("ps", "-a", "--format", "json")); out != "[]" {
+		t.Errorf("the failed run left sandboxes: %s", out)
+	}
+	if left := k.networkLeftovers(); len(left) > 0 {
+		t.Errorf("the failed run left: %v", left)
+	}
+}

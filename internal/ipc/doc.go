@@ -39,12 +39,14 @@
 //	         ContainerStarted (the container's init, waiting before it
 //	         executes anything), to which the CLI answers NetworkReady once
 //	         the network is attached (or closes the channel: the launcher
-//	         kills the init)
+//	         kills the init), or at once when the attachment may overlap
+//	         the executor's start (network.Plan.Overlap)
 //	launcher LaunchResult (the sandbox's PID 1, or an error), then it exits
 //	files    LauncherListenFD (4) the executor's listening socket,
 //	         LauncherMainLogFD (5) the main command's log (LaunchRequest.MainLog),
-//	         then the sandbox's end (LaunchRequest.HoldEnd), all passed on to
-//	         the executor in that order
+//	         then the sandbox's end (LaunchRequest.HoldEnd) and the main
+//	         command's gate (LaunchRequest.MainGate), all passed on to the
+//	         executor in that order
 //
 // Container init: libcontainer's own contract, not framed here. The
 // launcher's libcontainer.Container.Run (Start, then Exec once NetworkReady

@@ -59,6 +59,12 @@ type LaunchRequest struct {
 	// ended (slirp4netns's --exit-fd). The executor makes every
 	// descriptor it inherits close-on-exec, so its commands do not hold it.
 	HoldEnd bool `json:"hold_end,omitempty"`
+	// MainGate: the CLI passes, after HoldEnd's, the read end of a pipe on
+	// which it writes one byte once the sandbox's network is attached and
+	// ready: the executor starts its main command then, not before
+	// (ExecutorMainGateFD, its --main-gate-fd). End of file first means
+	// the creation was called off: the executor ends.
+	MainGate bool `json:"main_gate,omitempty"`
 	// ReadyTimeout bounds the wait for the executor's ExecutorReady.
 	ReadyTimeout time.Duration `json:"ready_timeout"`
 	// SystemdCgroup: config.json's cgroupsPath names a systemd scope.
@@ -76,6 +82,20 @@ type LaunchRequest struct {
 
 // MessageType implements Message.
 func (LaunchRequest) MessageType() string { return "launch.request" }
+
+// ExecutorMainGateFD is the executor's descriptor of the main command's
+// gate (MainGate): after its socket, the main command's log and the
+// sandbox's end, as far as r passes them.
+func (r LaunchRequest) ExecutorMainGateFD() int {
+	fd := ExecutorListenFD + 1
+	if r.MainLog {
+		fd++
+	}
+	if r.HoldEnd {
+		fd++
+	}
+	return fd
+}
 
 // Layer is one image layer: its diff ID (a digest, "sha256:…") and the store
 // file holding its blob.

@@ -252,6 +252,10 @@ func executorFiles(req *ipc.LaunchRequest) ([]*os.File, error) {
 	}
 	if req.HoldEnd {
 		fds = append(fds, next)
+		next++
+	}
+	if req.MainGate {
+		fds = append(fds, next)
 	}
 	var files []*os.File
 	for _, fd := range fds {

@@ -26,6 +26,22 @@ func Start(pid int) (start uint64, zombie bool, err error) {
 	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
 }
 
+// Exiting reports whether process pid has begun to exit (PF_EXITING): it
+// runs no more code of its own, while the kernel still releases what it
+// held (a tap device's teardown may take tens of milliseconds).
+func Exiting(pid int) bool {
+	fields, err := stat(pid)
+	if err != nil {
+		return false
+	}
+	flags, err := strconv.ParseUint(string(fields[6]), 10, 64)
+	return err == nil && flags&pfExiting != 0
+}
+
+// pfExiting is the kernel's PF_EXITING task flag (field 9 of
+// /proc/PID/stat).
+const pfExiting = 0x4
+
 // stat returns the fields of /proc/PID/stat after the command name (the
 // state is fields[0], the parent fields[1], the start time fields[19]).
 func stat(pid int) ([][]byte, error) {

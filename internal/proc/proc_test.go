@@ -17,6 +17,9 @@ func TestStart(t *testing.T) {
 	if b, _, _ := Start(os.Getpid()); b != a {
 		t.Fatalf("start time changed: %d then %d", a, b)
 	}
+	if Exiting(os.Getpid()) {
+		t.Fatal("this process reads as exiting")
+	}
 	// A child that has exited and is not yet reaped is a zombie.
 	cmd := exec.Command("true")
 	if err := cmd.Start(); err != nil {
