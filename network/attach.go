@@ -290,21 +290,22 @@ func (o *AttachOptions) validate() error {
 
 // Prepare makes, before the sandbox's network namespace exists, all of its
 // attachment that does not need it, so that Attach, once the namespace is
-// there, has only the namespace's side left: with the bridge driver, the
-// lease (address, DNS, host ports), the network's bridge and rules, and the
-// sandbox's rules; Attach makes its veth pair. The attachment it returns
-// has all that the sandbox's /etc/resolv.conf and network information need;
-// Attach, with it as AttachOptions.Prepared, completes it. Until then the
-// lease's owner is the calling process: if that dies first, the lease is
-// reclaimed like any other, and Detach (DetachID from the lease) removes
-// what Prepare made. o.Pid is not used. The other drivers need the
-// namespace for all they do: Prepare returns nil for them, and Attach does
-// it all. On error nothing is left.
+// there, has only the namespace's side left: the lease (address, DNS, host
+// ports) and, with the bridge driver, the network's bridge and rules and
+// the sandbox's rules (Attach makes its veth pair), or with a helper, its
+// private directory (Attach installs the namespace's rules and starts it).
+// The attachment it returns has all that the sandbox's /etc/resolv.conf and
+// network information need; Attach, with it as AttachOptions.Prepared,
+// completes it. Until then the lease's owner is the calling process: if
+// that dies first, the lease is reclaimed like any other, and Detach
+// (DetachID from the lease) removes what Prepare made. o.Pid is not used.
+// The none driver's forwarder needs the namespace: Prepare returns nil for
+// it, and Attach does it all. On error nothing is left.
 func Prepare(ctx context.Context, o AttachOptions) (*Attachment, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if o.Driver != DriverBridge {
+	if o.Driver == DriverNone {
 		return nil, nil
 	}
 	self, err := identify(os.Getpid())
@@ -323,8 +324,8 @@ func Prepare(ctx context.Context, o AttachOptions) (*Attachment, error) {
 	return a, nil
 }
 
-// prepare leases and makes a bridge attachment's host side (prepareBridge)
-// for owner, under the store's lock.
+// prepare leases and makes an attachment's host side for owner, under the
+// store's lock: a bridge's (prepareBridge) or a helper's (prepareHelper).
 func prepare(ctx context.Context, s *store, o *AttachOptions, owner Process) (*Attachment, error) {
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -339,7 +340,12 @@ func prepare(ctx context.Context, s *store, o *AttachOptions, owner Process) (*A
 		return nil, fmt.Errorf("sandbox %s is attached already", o.ID)
 	}
 	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress, PortDriver: o.PortDriver}
-	if err := prepareBridge(ctx, s, o, a, leases); err != nil {
+	if o.Driver == DriverBridge {
+		err = prepareBridge(ctx, s, o, a, leases)
+	} else {
+		err = prepareHelper(ctx, s, o, a, leases)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -394,8 +400,8 @@ func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
 	if o.Driver == DriverBridge {
 		return attachBridge(ctx, s, o, owner, nsfd)
 	}
-	a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress, PortDriver: o.PortDriver}
 	if o.Driver == DriverNone {
+		a := &Attachment{ID: o.ID, Driver: o.Driver, Network: o.Network, StateDir: o.StateDir, Owner: owner, Egress: o.Egress, PortDriver: o.PortDriver}
 		if err := attachNone(ctx, s, o, a); err != nil {
 			return nil, err
 		}
@@ -406,10 +412,7 @@ func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
 		return nil, err
 	}
 	defer userns.Close()
-	if err := attachHelper(ctx, s, o, a, nsfd, userns); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return attachHelper(ctx, s, o, owner, nsfd, userns)
 }
 
 // attachBridge attaches a root sandbox: what Prepare made (o.Prepared), or

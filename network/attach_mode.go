@@ -17,10 +17,10 @@ import (
 // with none, which the plan's Attach connects to the outside once the
 // launcher has started the container's init in it (Attach, below): before
 // the executor runs when rules go into the namespace, else while it starts
-// (Plan.Overlap; the main command waits for the network). Root's bridge
-// driver prepares what needs no namespace
-// before (Prepare: the lease, the bridge, the rules), while the launcher
-// creates the container.
+// (Plan.Overlap; the main command waits for the network). What needs no
+// namespace is made before, while the launcher creates the container
+// (Prepare: the lease; the bridge driver's bridge and rules, a helper's
+// directory).
 //
 //	bridge        root: the bridge driver (a veth on bothy0, nftables);
 //	              rootless: the best helper (ChooseDriver: slirp4netns,
@@ -124,11 +124,8 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 		// slirp4netns ends with the sandbox by itself (its --exit-fd)
 		// when no watcher need forward ports.
 		p.HoldEnd = driver == DriverSlirp4netns && len(ports) == 0
-		if driver == DriverBridge {
-			// The helpers need the namespace for all they do.
-			p.Prepare = func(ctx context.Context, sb Sandbox) (*Attachment, error) {
-				return Prepare(ctx, options(sb))
-			}
+		p.Prepare = func(ctx context.Context, sb Sandbox) (*Attachment, error) {
+			return Prepare(ctx, options(sb))
 		}
 		return p, nil
 	}

@@ -99,39 +99,63 @@ const (
 	apiSocket     = "api.sock"
 )
 
-// attachHelper attaches a sandbox through pasta or slirp4netns.
-func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment, nsfd, userns *os.File) (err error) {
+// prepareHelper leases a helper attachment, under the store's lock held
+// by prepare: the helper's addresses, host ports for the published ones,
+// and its private directory.
+func prepareHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment, leases []*Attachment) (err error) {
 	a.Interface, a.Address, a.Gateway, a.DNS = helperIfname, helperAddress, helperGateway, []netip.Addr{helperDNS}
+	if a.Ports, err = allocatePorts(o.Publish, o.PortRange, takenPorts(leases), portStart(a.ID, o.PortRange)); err != nil {
+		return err
+	}
+	if err := s.writeLease(a); err != nil {
+		return err
+	}
+	trace.Mark("network", "lease written")
+	dir, err := s.helperDir(a.ID)
+	if err != nil {
+		if derr := detachLocked(context.WithoutCancel(ctx), s, a, leases); derr != nil {
+			err = fmt.Errorf("%w (and undo: %v)", err, derr)
+		}
+		return err
+	}
+	a.Helper = &Helper{Dir: dir}
+	return nil
+}
+
+// attachHelper attaches a sandbox through pasta or slirp4netns: what
+// Prepare made (o.Prepared), or all of it, and the helper started for its
+// namespace nsfd, owned by userns. The lease is the sandbox's, owner's,
+// once it names the helper. On error what it prepared itself is undone
+// (Attach undoes o.Prepared).
+func attachHelper(ctx context.Context, s *store, o *AttachOptions, owner Process, nsfd, userns *os.File) (a *Attachment, err error) {
 	bin, err := exec.LookPath(string(o.Driver))
 	if err != nil {
-		return fmt.Errorf("%s: %w", o.Driver, err)
+		return nil, fmt.Errorf("%s: %w", o.Driver, err)
 	}
 	if err := tunUsable(); err != nil {
-		return err
+		return nil, err
 	}
 	// Rootless, the helper joins the namespace's owner, as its owner may.
 	var self *os.File
 	if self, err = os.Open("/proc/self/ns/user"); err != nil {
-		return fmt.Errorf("own user namespace: %w", err)
+		return nil, fmt.Errorf("own user namespace: %w", err)
 	}
 	joinUserns := !sameNamespace(self, userns)
 	self.Close()
 
-	if err := reserve(ctx, s, a, o.Publish, o.PortRange); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			if derr := Detach(context.WithoutCancel(ctx), a); derr != nil {
-				err = fmt.Errorf("%w (and undo: %v)", err, derr)
-			}
+	a = o.Prepared
+	if a == nil {
+		if a, err = prepare(ctx, s, o, owner); err != nil {
+			return nil, err
 		}
-	}()
-	dir, err := s.helperDir(a.ID)
-	if err != nil {
-		return err
+		prepared := a // a is nil once an error is returned
+		defer func() {
+			if err != nil {
+				err = undo(ctx, err, prepared)
+			}
+		}()
 	}
-	a.Helper = &Helper{Dir: dir}
+	a.Owner = owner
 	// The policy is in place before the helper gives the namespace a way
 	// out.
 	rules := netnsRules{Egress: a.Egress}
@@ -140,16 +164,16 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 	}
 	if !rules.empty() {
 		if err := installNetnsRules(ctx, o.Exe, nsfd, userns, rules); err != nil {
-			return err
+			return nil, err
 		}
 		trace.Mark("network", "rules installed")
 	}
 	// The watcher forwards the published TCP ports too (one process
 	// for both: a forwarder of its own is another Go program's start and
 	// resident memory per sandbox).
-	fwd, listeners, err := prepareForward(o, a, dir)
+	fwd, listeners, err := prepareForward(o, a, a.Helper.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer closeAll(listeners)
 	// slirp4netns ends by itself with the sandbox when it has the
@@ -158,13 +182,13 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 	var args []string
 	switch o.Driver {
 	case DriverPasta:
-		args = pastaArgs(bin, a, dir, o.HostLoopback, joinUserns)
+		args = pastaArgs(bin, a, a.Helper.Dir, o.HostLoopback, joinUserns)
 	case DriverSlirp4netns:
-		if args, err = slirpArgs(bin, a, dir, o.HostLoopback, joinUserns, direct); err != nil {
-			return err
+		if args, err = slirpArgs(bin, a, a.Helper.Dir, o.HostLoopback, joinUserns, direct); err != nil {
+			return nil, err
 		}
 	default:
-		return fmt.Errorf("unknown network driver %q", o.Driver)
+		return nil, fmt.Errorf("unknown network driver %q", o.Driver)
 	}
 	record := func(ctx context.Context) error { return rewrite(ctx, a) }
 	var wait func(context.Context) error
@@ -174,13 +198,16 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, a *Attachment
 		wait, err = startWatcher(o, a, args, nsfd, userns, fwd, listeners, record)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if o.Async {
 		a.pending = wait
-		return nil
+		return a, nil
 	}
-	return wait(ctx)
+	if err := wait(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // reserve writes a's lease, with host ports allocated for publish from r,

@@ -113,9 +113,10 @@ type Plan struct {
 	// the creation at. Nil for none and host.
 	Setup func(ctx context.Context, sb Sandbox) error
 	// Prepare, when set, makes before the sandbox's network namespace
-	// exists what of its attachment does not need it (root's bridge: the
-	// lease, the bridge and the rules; not the veth pair), while the
-	// launcher creates the container: the
+	// exists what of its attachment does not need it (the lease; root's
+	// bridge: the bridge and the rules, not the veth pair; a helper: its
+	// directory, not the helper), while the launcher creates the
+	// container: the
 	// manager runs it once the launcher has its go-ahead, and hands its
 	// attachment to Attach (sb.Prepared), which then has only the
 	// namespace's side left on the sandbox's critical path. The prepared
