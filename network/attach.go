@@ -134,6 +134,11 @@ type AttachOptions struct {
 	// with no port to publish then runs with it as its --exit-fd and no
 	// watcher, ending by itself with the sandbox.
 	End *os.File
+	// Working, when set, is called by Wait once the network works, before
+	// it records the attachment (after an Async Attach: the helper is
+	// ready, or the bridge's veth is there): the caller lets the sandbox's
+	// main command start then.
+	Working func() `json:"-"`
 	// Async: with a helper, Attach returns once the helper is started
 	// (the namespace's rules are in place before), without waiting for it
 	// to be ready: the caller overlaps the helper's start with the
@@ -214,6 +219,13 @@ var (
 
 // helperIfname is the sandbox's interface with a helper.
 const helperIfname = "eth0"
+
+// working calls o.Working, if set.
+func (o *AttachOptions) working() {
+	if o.Working != nil {
+		o.Working()
+	}
+}
 
 func (o *AttachOptions) validate() error {
 	if err := checkID(o.ID); err != nil {
@@ -444,6 +456,7 @@ func attachBridge(ctx context.Context, s *store, o *AttachOptions, owner Process
 		done := make(chan error, 1)
 		go func() { done <- rewrite(context.WithoutCancel(ctx), a) }()
 		a.pending = func(ctx context.Context) error {
+			o.working()
 			select {
 			case err := <-done:
 				return err

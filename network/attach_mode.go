@@ -102,7 +102,7 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 				ID: sb.ID, Pid: sb.Pid, Driver: driver, Network: arg,
 				Publish: ports, PortDriver: pd, Executor: sb.Executor, Egress: egress, StateDir: StateDir(sb.StateRoot),
 				Instance: c.Instance, Subnet: c.Subnet, NetworkPool: c.NetworkPool, PortRange: c.PortRange, DNS: c.DNS,
-				Prepared: sb.Prepared, End: sb.End,
+				Prepared: sb.Prepared, End: sb.End, Working: sb.Working,
 				// The helper's start overlaps the executor's; the
 				// manager waits for it before the sandbox is ready.
 				Async: true,

@@ -184,7 +184,21 @@ func TestBridgeOutbound(t *testing.T) {
 	e := newBridgeEnv(t)
 	e.upstream.serve("serve-http", "0.0.0.0:80")
 	sb := newSandboxNS(t)
-	a := attachT(t, e.options(sb))
+	// Async, as the manager attaches: Working is called once, from Wait,
+	// when the sandbox can reach out.
+	o := e.options(sb)
+	o.Async = true
+	worked := 0
+	o.Working = func() {
+		worked++
+		if out, err := sb.run("fetch", "http://"+e.upAddr.String()+"/"); err != nil {
+			t.Errorf("Working called before the network works: %q %v", out, err)
+		}
+	}
+	a := attachT(t, o)
+	if err := a.Wait(context.Background()); err != nil || worked != 1 {
+		t.Fatalf("Wait: %v; Working called %d times, want once", err, worked)
+	}
 	if a.Bridge != e.instance+"0" || a.Gateway != e.subnet.Addr().Next() || a.Address.Bits() != 24 || !e.subnet.Contains(a.Address.Addr()) || a.ResolvConf() != "nameserver "+e.upAddr.String()+"\n" {
 		t.Errorf("attachment: %+v", a)
 	}

@@ -335,6 +335,7 @@ func startWatcher(o *AttachOptions, a *Attachment, args []string, nsfd, userns *
 		if rep.Error != "" {
 			return fmt.Errorf("start %s: %s", o.Driver, rep.Error)
 		}
+		o.working()
 		a.Helper.Process, a.Helper.Ready = rep.Helper, rep.Ready
 		trace.Mark("network", "helper ready")
 		return record(ctx)
@@ -375,6 +376,7 @@ func startDirect(o *AttachOptions, a *Attachment, args []string, nsfd, userns *o
 		}
 		a.Helper.Ready = time.Since(h.started)
 		trace.Mark("network", "helper ready")
+		o.working()
 		return record(ctx)
 	}
 	return wait, nil

@@ -277,7 +277,17 @@ func TestHelperWithoutWatcher(t *testing.T) {
 			if end == "port published" {
 				o.Publish = []Port{{HostIP: DefaultHostIP, ContainerPort: 80, Proto: "tcp"}}
 			}
+			worked := 0
+			o.Working = func() {
+				worked++
+				if out, err := sb.run("fetch", "http://"+srv.String()+"/"); err != nil {
+					t.Errorf("Working called before the network works: %q %v", out, err)
+				}
+			}
 			a := attachT(t, o)
+			if worked != 1 {
+				t.Errorf("Working called %d times, want once", worked)
+			}
 			if end == "port published" {
 				if !a.Helper.Watcher.Alive() {
 					t.Errorf("no watcher with a port to publish: %+v", a.Helper)

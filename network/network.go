@@ -209,6 +209,9 @@ type Sandbox struct {
 	// only the sandbox's PID 1 holds, so that it reads end of file once
 	// the sandbox has ended. Attach does not keep it.
 	End *os.File
+	// Working, when set, is called once the sandbox's network works, from
+	// the attachment's Wait (AttachOptions.Working; Attach only).
+	Working func()
 }
 
 // StateDir is where attached networks keep their leases, helpers' files

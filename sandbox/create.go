@@ -134,7 +134,7 @@ type creation struct {
 	// PID 1 holds (network.Plan.HoldEnd), until Attach has handed it on.
 	end *os.File
 	// gate is the write end of the main command's gate
-	// (ipc.LaunchRequest.MainGate), until openGate writes it.
+	// (ipc.LaunchRequest.MainGate), until letMainGo writes it.
 	gate *os.File
 	// networkReady: waitNetwork is done (openGate did it).
 	networkReady bool
@@ -573,6 +573,7 @@ func (c *creation) networkSandbox() network.Sandbox {
 	sb := c.m.networkSandbox(c.id)
 	sb.Executor = network.Executor{Socket: c.m.paths.SocketPath(c.id), Identity: c.sb.SocketIdentity, APIKey: c.sb.APIKey}
 	sb.End = c.end
+	sb.Working = c.letMainGo
 	return sb
 }
 
@@ -680,18 +681,29 @@ func (c *creation) launch(ctx context.Context) error {
 	return err
 }
 
-// openGate waits for the network (waitNetwork) and then lets the main
-// command start: it writes the gate's byte.
+// openGate waits for the network (waitNetwork) and lets the main command
+// start, if the network's Wait did not as soon as it worked (letMainGo),
+// or, on error, closes the gate: the executor ends.
 func (c *creation) openGate(ctx context.Context) error {
 	err := c.waitNetwork(ctx)
-	if err == nil {
-		_, err = c.gate.Write([]byte{1})
+	if err != nil {
+		c.closeGate()
+		return err
 	}
-	c.closeGate()
-	return err
+	c.letMainGo()
+	return nil
 }
 
-// closeGate closes the gate (if open): the executor, still waiting on it,
+// letMainGo writes the gate's byte, if the gate is open, and closes it:
+// the executor starts the main command.
+func (c *creation) letMainGo() {
+	if c.gate != nil {
+		_, _ = c.gate.Write([]byte{1}) // an executor gone reports itself
+		c.closeGate()
+	}
+}
+
+// closeGate closes the gate (if open): an executor still waiting on it
 // ends.
 func (c *creation) closeGate() {
 	if c.gate != nil {

@@ -190,6 +190,7 @@ func printTable(w *os.File, results []*result, n int) {
 		{"tput-in/podman", "TCP throughput (Gbit/s), host → published port: `podman run -d -p 127.0.0.1::5201 IMAGE iperf3 -s` (podman's default network)"},
 		{"tput-out/podman", "TCP throughput (Gbit/s), sandbox → host (data direction; the host's connection, `iperf3 -R`): the same"},
 		{"exit/bothy", "run-to-exit of `true`: `bothy run --rm IMAGE -- true`"},
+		{"exit/bothy-bridge", "run-to-exit of `true` on bridge: `bothy run --rm --network bridge IMAGE -- true`"},
 		{"exit/bothy-base", "run-to-exit of `true`: the baseline build's `bothy run --rm`, interleaved"},
 		{"exit/crun", "run-to-exit of `true`: `crun run`"},
 		{"exit/runc", "run-to-exit of `true`: `runc run`"},

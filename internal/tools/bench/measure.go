@@ -506,12 +506,12 @@ var bridgeRows = []struct {
 	{"ready/bothy-host", []string{"--network", "host"}},
 }
 
-// measureBridge times start-to-ready on the bridge network (root: the
-// bridge driver; rootless: slirp4netns), with one sandbox kept on it
-// meanwhile: as on a host where sandboxes run, the bridge and the
-// nftables tables exist (the first sandbox also makes them: a few ms
-// more). The sandbox is ready once its executor answers and its network
-// is attached (a helper's start overlaps the executor's).
+// measureBridge times start-to-ready, and run-to-exit of `true`, on the
+// bridge network (root: the bridge driver; rootless: slirp4netns), with
+// one sandbox kept on it meanwhile: as on a host where sandboxes run, the
+// bridge and the nftables tables exist (the first sandbox also makes them:
+// a few ms more). The sandbox is ready once its executor answers and its
+// network is attached (a helper's start overlaps the executor's).
 func measureBridge(r *result, b build, n int) {
 	keeper, err := b.bothy("run", "-d", "--network", "bridge", "busybox")
 	if err != nil {
@@ -543,5 +543,14 @@ func measureBridge(r *result, b build, n int) {
 		if len(r.Samples[row.key]) > 0 && row.key != "ready/bothy-host" {
 			r.Notes[row.key] = driver
 		}
+	}
+	logf("%s: bothy run-to-exit --network bridge ×%d", r.Mode, n)
+	for range n {
+		t0 := time.Now()
+		if _, err := b.bothy("run", "--rm", "--network", "bridge", "busybox", "--", "true"); err != nil {
+			r.Notes["exit/bothy-bridge"] = "failed: " + oneLine(err.Error())
+			break
+		}
+		r.add("exit/bothy-bridge", time.Since(t0))
 	}
 }
