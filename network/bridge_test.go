@@ -50,6 +50,10 @@ func newBridgeEnv(t testing.TB) *bridgeEnv {
 		upHost:   netip.AddrFrom4([4]byte{10, 197, b[2], 1}),
 		upAddr:   netip.AddrFrom4([4]byte{10, 197, b[2], 2}),
 	}
+	// What a failed test left attached is reclaimed: veths, rules, the
+	// bridge and the tables. Its sandboxes' own cleanups, registered after
+	// this one, have ended them by then.
+	t.Cleanup(func() { _, _ = Reclaim(context.Background(), e.dir) })
 	e.upstream = newSandboxNS(t)
 	hostEnd := e.instance + "up"
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostEnd}, PeerName: "eth0", PeerNamespace: netlink.NsPid(e.upstream.Pid)}
