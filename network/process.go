@@ -67,7 +67,7 @@ func (p Process) pidfd() (fd int, ok bool, err error) {
 // (not merely signalled) or ctx ends. With exiting, it waits only until p
 // is on its way out (proc.Exiting): for a process that holds nothing on
 // the host that the kernel frees late (slirp4netns without ports: its
-// tap's teardown waits for an RCU barrier, 10 to 50 ms).
+// tap's teardown waits for an RCU barrier, 12 to 50 ms here).
 func (p Process) kill(ctx context.Context, exiting bool) error {
 	fd, ok, err := p.pidfd()
 	if err != nil || !ok {
