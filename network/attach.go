@@ -427,26 +427,37 @@ func attach(ctx context.Context, o *AttachOptions) (*Attachment, error) {
 	return attachHelper(ctx, s, o, owner, nsfd, userns)
 }
 
+// own returns the attachment Attach completes for owner, the sandbox's
+// process: what Prepare made (o.Prepared, which Attach undoes on error),
+// or one prepared now. done, deferred with the caller's error, undoes what
+// own prepared itself when that error is set.
+func own(ctx context.Context, s *store, o *AttachOptions, owner Process) (a *Attachment, done func(*error), err error) {
+	if a = o.Prepared; a != nil {
+		a.Owner = owner
+		return a, func(*error) {}, nil
+	}
+	if a, err = prepare(ctx, s, o, owner); err != nil {
+		return nil, nil, err
+	}
+	return a, func(err *error) {
+		if *err != nil {
+			*err = undo(ctx, *err, a)
+		}
+	}, nil
+}
+
 // attachBridge attaches a root sandbox: what Prepare made (o.Prepared), or
 // all of it, is completed in its namespace nsfd, and its lease is the
 // sandbox's, owner's, from then on. On error what it prepared itself is
 // undone (Attach undoes o.Prepared).
 func attachBridge(ctx context.Context, s *store, o *AttachOptions, owner Process, nsfd *os.File) (a *Attachment, err error) {
-	a = o.Prepared
-	if a == nil {
-		if a, err = prepare(ctx, s, o, owner); err != nil {
-			return nil, err
-		}
-		prepared := a // a is nil once an error is returned
-		defer func() {
-			if err != nil {
-				err = undo(ctx, err, prepared)
-			}
-		}()
-	}
 	// The sandbox owns the lease from now on (and the forwarder, if
 	// any, ends with it).
-	a.Owner = owner
+	a, done, err := own(ctx, s, o, owner)
+	if err != nil {
+		return nil, err
+	}
+	defer done(&err)
 	if err := completeBridge(s, o, a, nsfd); err != nil {
 		return nil, err
 	}

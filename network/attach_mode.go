@@ -120,7 +120,7 @@ func planAttached(name Mode, driver Driver) func(ctx context.Context, opts Optio
 		}
 		// Rules in the namespace go in before the executor starts; root's
 		// bridge has its own on the host (Prepare).
-		p.Overlap = driver == DriverBridge || (!egress.Deny && !(driver == DriverPasta && udp))
+		p.Overlap = driver == DriverBridge || helperRules(driver, egress, ports).empty()
 		// slirp4netns ends with the sandbox by itself (its --exit-fd)
 		// when no watcher need forward ports.
 		p.HoldEnd = driver == DriverSlirp4netns && len(ports) == 0

@@ -65,6 +65,18 @@ type netnsRules struct {
 
 func (r netnsRules) empty() bool { return !r.Egress.Deny && len(r.Redirects) == 0 }
 
+// helperRules are the rules a helper's sandbox gets in its namespace: its
+// egress policy and, with pasta, the redirects of its published UDP ports
+// (for ports whose host port is not chosen yet, as at plan time, the
+// redirect a chosen one may need).
+func helperRules(driver Driver, e Egress, ports []Port) netnsRules {
+	r := netnsRules{Egress: e}
+	if driver == DriverPasta {
+		r.Redirects = pastaRedirects(ports)
+	}
+	return r
+}
+
 // installNetnsRules installs r in the network namespace nsfd. As root it
 // talks netlink in that namespace itself; rootless it cannot enter the
 // namespace (a user namespace can only be joined by a single-threaded

@@ -143,26 +143,14 @@ func attachHelper(ctx context.Context, s *store, o *AttachOptions, owner Process
 	joinUserns := !sameNamespace(self, userns)
 	self.Close()
 
-	a = o.Prepared
-	if a == nil {
-		if a, err = prepare(ctx, s, o, owner); err != nil {
-			return nil, err
-		}
-		prepared := a // a is nil once an error is returned
-		defer func() {
-			if err != nil {
-				err = undo(ctx, err, prepared)
-			}
-		}()
+	a, done, err := own(ctx, s, o, owner)
+	if err != nil {
+		return nil, err
 	}
-	a.Owner = owner
+	defer done(&err)
 	// The policy is in place before the helper gives the namespace a way
 	// out.
-	rules := netnsRules{Egress: a.Egress}
-	if o.Driver == DriverPasta {
-		rules.Redirects = pastaRedirects(a.Ports)
-	}
-	if !rules.empty() {
+	if rules := helperRules(o.Driver, a.Egress, a.Ports); !rules.empty() {
 		if err := installNetnsRules(ctx, o.Exe, nsfd, userns, rules); err != nil {
 			return nil, err
 		}

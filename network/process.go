@@ -36,8 +36,8 @@ func (p Process) Alive() bool {
 	if p.Pid <= 0 {
 		return false
 	}
-	start, zombie, err := proc.Start(p.Pid)
-	return err == nil && start == p.Start && !zombie && !proc.Exiting(p.Pid)
+	start, running, err := proc.Running(p.Pid)
+	return err == nil && start == p.Start && running
 }
 
 // pidfd opens a pidfd for p, checked against its start time after it is
@@ -87,7 +87,7 @@ func (p Process) kill(ctx context.Context, exiting bool) error {
 func waitPidfd(ctx context.Context, fd int, p Process, exiting bool) error {
 	timeout := 20
 	if exiting {
-		timeout = 1
+		timeout = 0 // a killed process is on its way out at once, mostly
 	}
 	for {
 		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, timeout)
@@ -96,6 +96,9 @@ func waitPidfd(ctx context.Context, fd int, p Process, exiting bool) error {
 		}
 		if n > 0 || exiting && proc.Exiting(p.Pid) {
 			return nil
+		}
+		if exiting {
+			timeout = 1
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("wait for %d to exit: %w", p.Pid, ctx.Err())

@@ -70,7 +70,6 @@ func (m *Manager) create(ctx context.Context, c *creation) (sb *Sandbox, err err
 		c.goAhead,
 		c.prepareNetwork,
 		c.launch,
-		c.waitNetwork,
 		c.saveRecord,
 	} {
 		if err := step(ctx); err != nil {
@@ -136,8 +135,6 @@ type creation struct {
 	// gate is the write end of the main command's gate
 	// (ipc.LaunchRequest.MainGate), until letMainGo writes it.
 	gate *os.File
-	// networkReady: waitNetwork is done (openGate did it).
-	networkReady bool
 
 	// atExit are run when Create returns, last first: locks and holds to
 	// let go of, descriptors to close, and (first of all, on failure) the
@@ -653,15 +650,13 @@ func (c *creation) security() Security {
 // launch tells the launcher to run and records the sandbox's PID 1 as it
 // reports it: the sandbox runs. A plan that attaches a network does so
 // in between (attachNetwork), once the sandbox's namespaces exist: before
-// its executor starts, or while it does (network.Plan.Overlap). The main
-// command waits until the network is ready (openGate).
+// its executor starts, or while it does (network.Plan.Overlap); then it
+// waits for the network while the executor starts (openGate), and the
+// main command waits for it.
 func (c *creation) launch(ctx context.Context) error {
 	var steps launchSteps
 	if c.net.Attach != nil {
-		steps = launchSteps{attach: c.attachNetwork, overlap: c.net.Overlap}
-		if c.gate != nil {
-			steps.attached = c.openGate
-		}
+		steps = launchSteps{attach: c.attachNetwork, overlap: c.net.Overlap, attached: c.openGate}
 	}
 	pid, err := c.lp.run(ctx, steps)
 	if pid > 0 {
@@ -681,15 +676,18 @@ func (c *creation) launch(ctx context.Context) error {
 	return err
 }
 
-// openGate waits for the network (waitNetwork) and lets the main command
-// start, if the network's Wait did not as soon as it worked (letMainGo),
-// or, on error, closes the gate: the executor ends.
+// openGate waits for what the network's attachment still starts (a
+// user-mode helper, whose start overlaps the executor's) and lets the main
+// command start, if the attachment's Wait did not as soon as the network
+// worked (letMainGo), or, on error, closes the gate: the executor ends.
+// The sandbox is ready when its network is; launch records the attachment
+// as Wait completed it.
 func (c *creation) openGate(ctx context.Context) error {
-	err := c.waitNetwork(ctx)
-	if err != nil {
+	if err := c.attached.Wait(ctx); err != nil {
 		c.closeGate()
 		return err
 	}
+	trace.Mark("bothy", "network ready")
 	c.letMainGo()
 	return nil
 }
@@ -742,28 +740,6 @@ func (c *creation) attachNetwork(ctx context.Context, pid int) (err error) {
 		}
 	}
 	trace.Mark("bothy", "network attached")
-	return nil
-}
-
-// waitNetwork waits, once the executor is ready (or, with a main command,
-// while it waits at the gate: openGate), for what the network's attachment
-// still starts (a user-mode helper, whose start overlapped the
-// executor's), and records it: the sandbox is ready when its network is.
-func (c *creation) waitNetwork(ctx context.Context) error {
-	a := c.attached
-	if a == nil || c.networkReady {
-		return nil
-	}
-	if err := a.Wait(ctx); err != nil {
-		return err
-	}
-	if a.Helper != nil {
-		if err := writeState(c.dir, c.sb); err != nil {
-			return err
-		}
-	}
-	c.networkReady = true
-	trace.Mark("bothy", "network ready")
 	return nil
 }
 

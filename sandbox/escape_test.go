@@ -22,6 +22,7 @@ import (
 	"github.com/bothy-sandbox/bothy/executor/api"
 	"github.com/bothy-sandbox/bothy/executor/client"
 	"github.com/bothy-sandbox/bothy/internal/launcher"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/network"
 	"github.com/bothy-sandbox/bothy/sandbox"
@@ -399,21 +400,6 @@ func TestEscapeExecutorSocket(t *testing.T) {
 	}
 }
 
-// threads returns how many threads process pid has (0 once it is gone).
-func threads(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 // TestPidsLimitKeepsExecutorServing fills a sandbox's pids limit with
 // commands and then loads the executor with concurrent requests, each of
 // which may need a new OS thread: the Go runtime aborts when it cannot
@@ -464,8 +450,8 @@ func TestPidsLimitKeepsExecutorServing(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			if n := threads(sb.Pid); n > maxThreads.Load() {
-				maxThreads.Store(n)
+			if n, _ := proc.Threads(sb.Pid); int64(n) > maxThreads.Load() {
+				maxThreads.Store(int64(n))
 			}
 			select {
 			case <-stopSampling:

@@ -14,28 +14,51 @@ import (
 
 // Start returns a process's start time and whether it is a zombie.
 func Start(pid int) (start uint64, zombie bool, err error) {
-	fields, err := stat(pid)
-	if err != nil {
-		return 0, false, err
-	}
-	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
-	}
-	state := fields[0]
-	return start, len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'), nil
+	st, err := readStat(pid)
+	return st.start, st.zombie, err
+}
+
+// Running returns a process's start time and whether it still runs: it
+// is neither a zombie nor on its way out (Exiting). One read of
+// /proc/PID/stat.
+func Running(pid int) (start uint64, running bool, err error) {
+	st, err := readStat(pid)
+	return st.start, err == nil && !st.zombie && !st.exiting, err
 }
 
 // Exiting reports whether process pid has begun to exit (PF_EXITING): it
 // runs no more code of its own, while the kernel still releases what it
 // held (a tap device's teardown may take tens of milliseconds).
 func Exiting(pid int) bool {
+	st, err := readStat(pid)
+	return err == nil && st.exiting
+}
+
+// procStat is what Start, Running and Exiting read of /proc/PID/stat.
+type procStat struct {
+	start           uint64
+	zombie, exiting bool
+}
+
+func readStat(pid int) (procStat, error) {
 	fields, err := stat(pid)
 	if err != nil {
-		return false
+		return procStat{}, err
+	}
+	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
 	}
 	flags, err := strconv.ParseUint(string(fields[6]), 10, 64)
-	return err == nil && flags&pfExiting != 0
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	state := fields[0]
+	return procStat{
+		start:   start,
+		zombie:  len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'),
+		exiting: flags&pfExiting != 0,
+	}, nil
 }
 
 // pfExiting is the kernel's PF_EXITING task flag (field 9 of
@@ -78,6 +101,21 @@ func RSS(pid int) (int64, error) {
 		return 0, fmt.Errorf("read memory of process %d: %w", pid, err)
 	}
 	return pages * int64(os.Getpagesize()), nil
+}
+
+// Threads returns how many threads process pid has, from the Threads line
+// of /proc/PID/status.
+func Threads(pid int) (int, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no Threads line", pid)
 }
 
 // Tree returns pid and its live descendants, from the parents in

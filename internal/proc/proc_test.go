@@ -20,6 +20,21 @@ func TestStart(t *testing.T) {
 	if Exiting(os.Getpid()) {
 		t.Fatal("this process reads as exiting")
 	}
+	if _, running, err := Running(os.Getpid()); !running || err != nil {
+		t.Fatalf("Running(self) = %v, %v", running, err)
+	}
+	// A single-threaded child has one; this Go program has several.
+	sleep := exec.Command("sleep", "10")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
+	if n, err := Threads(sleep.Process.Pid); n != 1 || err != nil {
+		t.Errorf("Threads(sleep) = %d, %v", n, err)
+	}
+	if n, err := Threads(os.Getpid()); n < 2 || err != nil {
+		t.Errorf("Threads(self) = %d, %v", n, err)
+	}
 	// A child that has exited and is not yet reaped is a zombie.
 	cmd := exec.Command("true")
 	if err := cmd.Start(); err != nil {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bothy-sandbox/bothy/executor/api"
+	"github.com/bothy-sandbox/bothy/internal/proc"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -98,16 +98,8 @@ func measureAgent(r *result, m *sandbox.Manager, bothy func(...string) (string, 
 	}
 }
 
+// vmRSS is process pid's resident memory in bytes (0 once it is gone).
 func vmRSS(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	rss, _ := proc.RSS(pid)
+	return rss
 }
