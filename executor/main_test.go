@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bothy-sandbox/bothy/executor/reap"
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 )
 
 // reaperEnv makes the test binary run with one global subreaper Reaper
@@ -24,5 +25,5 @@ func TestMain(m *testing.M) {
 		}
 		globalReaper = r
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
