@@ -49,6 +49,15 @@ func TestLimitsEnforced(t *testing.T) {
 	if got := run(t, sb, "cat /sys/fs/cgroup/pids/pids.max"); got != "40" {
 		t.Errorf("pids.max inside = %q", got)
 	}
+	// Its /sys/fs/cgroup shows its own cgroups and never a hierarchy's
+	// root (the only cgroup with a cgroup.sane_behavior), which would show
+	// it every cgroup on the host: rootless, the hierarchies not delegated
+	// to the user were bound whole.
+	view := run(t, sb, "ls /sys/fs/cgroup; ls /sys/fs/cgroup/*/cgroup.sane_behavior 2>&1; cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
+	if strings.Contains(view, "/cgroup.sane_behavior\n") || !strings.Contains(view, "No such file") ||
+		!strings.HasSuffix(view, "\n"+strconv.Itoa(96<<20)) || !strings.Contains(view, "\npids\n") {
+		t.Errorf("the sandbox's /sys/fs/cgroup:\n%s", view)
+	}
 
 	// A busy loop shows up as CPU use, capped near half a core.
 	c := runIn(t, sb, api.RunRequest{Cmd: "timeout 2 sh -c 'while :; do :; done'; true", Timeout: 10})

@@ -1,8 +1,12 @@
 package launcher
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +14,8 @@ import (
 	"github.com/bothy-sandbox/bothy/internal/ipc"
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
 )
 
@@ -121,4 +127,99 @@ func mapsHostRoot() bool {
 		}
 	}
 	return true
+}
+
+// ownCgroupView makes a cgroup v1 sandbox's cgroups now, joined by no
+// process yet (libcontainer joins them when it starts the init), and puts
+// in config, in place of its `cgroup` mount, what libcontainer would have
+// made of that mount less the hierarchies' roots. libcontainer binds, read-only, the
+// init's own cgroup of every hierarchy mounted; where the sandbox has no
+// cgroup of its own (a rootless sandbox in a hierarchy not delegated to its
+// user: cpuset, devices, blkio, name=systemd here), that is the hierarchy's
+// root, which shows the sandbox every cgroup on the host: other users'
+// sandboxes, Slurm's jobs, systemd's units. Those are left out, and with
+// them two mounts each at every start. undo removes the cgroups made here,
+// for a failure before libcontainer has the container (whose Destroy
+// removes them after). On a cgroup v2 host, with systemd's driver or
+// without a cgroup mount, config is left as it is.
+func ownCgroupView(config *configs.Config) (undo func(), err error) {
+	c := config.Cgroups
+	i := slices.IndexFunc(config.Mounts, func(m *configs.Mount) bool { return m.Device == "cgroup" })
+	if i < 0 || c == nil || c.Systemd || cgroups.IsCgroup2UnifiedMode() {
+		return func() {}, nil
+	}
+	m, err := fs.NewManager(c, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox's cgroups: %w", err)
+	}
+	undo = func() { _ = m.Destroy() }
+	// A rootless manager drops, with ErrRootless, the hierarchies its
+	// user may not write, as libcontainer's own does.
+	if err := m.Apply(-1); err != nil && !errors.Is(err, cgroups.ErrRootless) {
+		undo()
+		return nil, fmt.Errorf("make the sandbox's cgroups: %w", err)
+	}
+	binds, err := ownCgroupMounts(config.Mounts[i], m.GetPaths())
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	config.Mounts = slices.Replace(config.Mounts, i, i+1, binds...)
+	return undo, nil
+}
+
+// ownCgroupMounts are libcontainer's mounts for a cgroup v1 `cgroup` mount
+// (see mountCgroupV1 in runc's libcontainer/rootfs_linux.go): a tmpfs, and
+// in it a bind of the sandbox's cgroup of each hierarchy mounted here,
+// with the mount's flags, where paths (subsystem to directory) names the
+// sandbox's cgroup, else the one it shares with this process. A hierarchy
+// in which that is the root is left out. Where libcontainer links a
+// merged hierarchy's names (cpu and cpuacct to cpu,cpuacct), they are
+// bound too.
+func ownCgroupMounts(mnt *configs.Mount, paths map[string]string) ([]*configs.Mount, error) {
+	hierarchies, err := cgroups.GetCgroupMounts(false)
+	if err != nil {
+		return nil, fmt.Errorf("list cgroup hierarchies: %w", err)
+	}
+	self, err := cgroups.ParseCgroupFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("read this process's cgroups: %w", err)
+	}
+	out := []*configs.Mount{{Source: "tmpfs", Device: "tmpfs", Destination: mnt.Destination,
+		Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, Data: "mode=755", PropagationFlags: mnt.PropagationFlags}}
+	for _, h := range hierarchies {
+		dir := ""
+		for _, ss := range h.Subsystems {
+			// A named hierarchy's cgroup is joined only if it exists
+			// (libcontainer's NameGroup makes none).
+			if p := cmp.Or(paths[ss], paths[cgroups.CgroupNamePrefix+ss]); p != "" && cgroups.PathExists(p) {
+				dir = p
+				break
+			}
+		}
+		if dir == "" {
+			own, err := h.GetOwnCgroup(self)
+			if err != nil {
+				return nil, fmt.Errorf("this process's cgroup in %s: %w", h.Mountpoint, err)
+			}
+			rel, err := filepath.Rel(h.Root, own)
+			if err != nil {
+				return nil, fmt.Errorf("this process's cgroup in %s: %w", h.Mountpoint, err)
+			}
+			dir = filepath.Join(h.Mountpoint, rel)
+		}
+		if h.Root == "/" && dir == h.Mountpoint {
+			continue
+		}
+		name := filepath.Base(h.Mountpoint)
+		names := []string{name}
+		if strings.Contains(name, ",") {
+			names = append(names, strings.Split(name, ",")...)
+		}
+		for _, n := range names {
+			out = append(out, &configs.Mount{Source: dir, Device: "bind", Destination: path.Join(mnt.Destination, n),
+				Flags: unix.MS_BIND | unix.MS_REC | mnt.Flags, PropagationFlags: mnt.PropagationFlags})
+		}
+	}
+	return out, nil
 }

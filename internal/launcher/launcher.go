@@ -211,10 +211,15 @@ func start(conn io.ReadWriter, req *ipc.LaunchRequest, b *bundle) (int, error) {
 	if rootless(req) {
 		joinDelegatedOnly(config.Cgroups)
 	}
+	removeCgroups, err := ownCgroupView(config)
+	if err != nil {
+		return 0, err
+	}
 	// Commands get a pids cgroup of their own below the executor's, with
 	// the executor's threads' reserve kept out of their reach.
 	tasks, removeCommands, err := commandsCgroup(config.Cgroups)
 	if err != nil {
+		removeCgroups()
 		return 0, err
 	}
 	if tasks != nil {
@@ -228,6 +233,7 @@ func start(conn io.ReadWriter, req *ipc.LaunchRequest, b *bundle) (int, error) {
 		if removeCommands != nil {
 			removeCommands()
 		}
+		removeCgroups()
 		return 0, fmt.Errorf("create container: %w", err)
 	}
 	pid, err := run(conn, container, spec, *req, files)
