@@ -244,12 +244,16 @@ func (c *creation) planMounts(ctx context.Context) error {
 	return nil
 }
 
-// checkSecurity checks the capabilities and seccomp profile asked for, and
+// checkSecurity checks the capabilities, seccomp profile and devices asked
+// for (looking the devices' nodes up), and
 // takes away those the network plan must (its CapDrop): one of them asked
 // for is refused.
 func (c *creation) checkSecurity(context.Context) error {
 	sec := &c.opts.Security
 	if err := sec.validate(); err != nil {
+		return err
+	}
+	if err := checkDevices(sec.Devices, c.rootless); err != nil {
 		return err
 	}
 	for _, drop := range c.net.CapDrop {

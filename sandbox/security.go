@@ -31,6 +31,8 @@ type Security struct {
 	ReadOnly bool `json:"read_only,omitempty"`
 	// ShmSize is the size of /dev/shm in bytes (default 64 MiB).
 	ShmSize int64 `json:"shm_size,omitempty"`
+	// Devices are host device nodes passed in (--device).
+	Devices []Device `json:"devices,omitempty"`
 }
 
 // SeccompUnconfined turns seccomp filtering off.

@@ -125,6 +125,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		disk.DenyProjectChanges(spec.Linux.Seccomp)
 	}
 	applyLimits(spec, in.Cgroup)
+	applyDevices(spec, in.Security.Devices)
 
 	spec.Mounts = append(spec.Mounts,
 		specs.Mount{Destination: ExecutorPath, Type: "bind", Source: in.Executor, Options: []string{"bind", "ro", "nosuid", "nodev"}},

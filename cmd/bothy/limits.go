@@ -25,6 +25,7 @@ func addLimitFlags(f *pflag.FlagSet, opts *sandbox.CreateOptions) {
 	f.Var(&secOptValue{&opts.Security}, "security-opt", "seccomp=unconfined|PROFILE.json, no-new-privileges[=true|false]")
 	f.BoolVar(&opts.Security.ReadOnly, "read-only", false, "mount the root filesystem read-only")
 	f.Var(&bytesValue{&opts.Security.ShmSize, false}, "shm-size", "size of /dev/shm (default 64m; 1g where the browser plugin is enabled)")
+	f.Var(&deviceValue{&opts.Security.Devices}, "device", "pass a host device in: HOST[:CONTAINER][:ACCESS] (ACCESS: any of r, w, m; rootless: the user's own permissions on it)")
 }
 
 // warnIgnoredLimits says on stderr which limits --ignore-limits waived, and
@@ -128,3 +129,17 @@ type negativeError struct{}
 func (negativeError) Error() string { return "must be a positive size" }
 
 var errNegative error = negativeError{}
+
+// deviceValue is --device, repeatable.
+type deviceValue struct{ d *[]sandbox.Device }
+
+func (v *deviceValue) String() string { return "" }
+func (v *deviceValue) Set(s string) error {
+	d, err := sandbox.ParseDevice(s)
+	if err != nil {
+		return err
+	}
+	*v.d = append(*v.d, d)
+	return nil
+}
+func (v *deviceValue) Type() string { return "device" }

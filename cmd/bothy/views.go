@@ -363,19 +363,27 @@ type inspectConfig struct {
 
 // inspectHostConfig is podman's HostConfig (its limits and policies).
 type inspectHostConfig struct {
-	AutoRemove     bool          `json:"AutoRemove"`
-	NetworkMode    string        `json:"NetworkMode"`
-	RestartPolicy  restartPolicy `json:"RestartPolicy"`
-	Memory         int64         `json:"Memory"`
-	MemorySwap     int64         `json:"MemorySwap"`
-	NanoCpus       int64         `json:"NanoCpus"`
-	PidsLimit      int64         `json:"PidsLimit"`
-	ReadonlyRootfs bool          `json:"ReadonlyRootfs"`
-	CapAdd         []string      `json:"CapAdd"`
-	CapDrop        []string      `json:"CapDrop"`
-	ShmSize        int64         `json:"ShmSize"`
+	AutoRemove     bool            `json:"AutoRemove"`
+	NetworkMode    string          `json:"NetworkMode"`
+	RestartPolicy  restartPolicy   `json:"RestartPolicy"`
+	Memory         int64           `json:"Memory"`
+	MemorySwap     int64           `json:"MemorySwap"`
+	NanoCpus       int64           `json:"NanoCpus"`
+	PidsLimit      int64           `json:"PidsLimit"`
+	ReadonlyRootfs bool            `json:"ReadonlyRootfs"`
+	CapAdd         []string        `json:"CapAdd"`
+	CapDrop        []string        `json:"CapDrop"`
+	ShmSize        int64           `json:"ShmSize"`
+	Devices        []inspectDevice `json:"Devices"`
 	// bothy's own: the disk limit in bytes (--disk).
 	DiskLimit int64 `json:"DiskLimit,omitempty"`
+}
+
+// inspectDevice is one of podman's HostConfig.Devices (--device).
+type inspectDevice struct {
+	PathOnHost        string `json:"PathOnHost"`
+	PathInContainer   string `json:"PathInContainer"`
+	CgroupPermissions string `json:"CgroupPermissions"`
 }
 
 type restartPolicy struct {
@@ -397,7 +405,7 @@ func (vw *viewer) inspect(sb *sandbox.Sandbox) inspectView {
 			AutoRemove: sb.AutoRemove, NetworkMode: sb.Network, Memory: sb.Limits.Memory, MemorySwap: sb.Limits.MemorySwap,
 			NanoCpus: int64(sb.Limits.CPUs * 1e9), PidsLimit: sb.Limits.PidsLimit, ReadonlyRootfs: sb.Security.ReadOnly,
 			CapAdd: sb.Security.CapAdd, CapDrop: sb.Security.CapDrop, ShmSize: sb.Security.ShmSize, DiskLimit: sb.Limits.Disk,
-			RestartPolicy: restartPolicy{Name: cmp.Or(sb.Restart, "no")},
+			RestartPolicy: restartPolicy{Name: cmp.Or(sb.Restart, "no")}, Devices: []inspectDevice{},
 		},
 		NetworkSettings: inspectNetwork{Ports: map[string][]hostPort{}, Mode: sb.Network},
 		Socket:          sb.Socket, APIKey: sb.APIKey, SocketIdentity: sb.SocketIdentity, StateDir: sb.Dir, UpperDir: sb.UpperDir,
@@ -416,6 +424,9 @@ func (vw *viewer) inspect(sb *sandbox.Sandbox) inspectView {
 		if *l == nil {
 			*l = []string{}
 		}
+	}
+	for _, d := range sb.Security.Devices {
+		v.HostConfig.Devices = append(v.HostConfig.Devices, inspectDevice{PathOnHost: d.Host, PathInContainer: d.Container, CgroupPermissions: d.Access})
 	}
 	if _, max, err := api.ParseRestart(sb.Restart); err == nil {
 		v.HostConfig.RestartPolicy.MaximumRetryCount = max
