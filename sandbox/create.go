@@ -99,6 +99,9 @@ type creation struct {
 	volumeLayers map[string][]string
 	// caCerts is the host file mounted at CACertsPath ("": none).
 	caCerts string
+	// statsFile is where the sandbox's RunStats go at its removal (nil:
+	// nowhere).
+	statsFile *StatsTarget
 
 	// Decided.
 	hostname string
@@ -203,6 +206,14 @@ func (c *creation) checkOptions(context.Context) error {
 	}
 	if o.Pool != "" && (o.Name != "" || len(o.Cmd) > 0) {
 		return errors.New("a pool's sandbox takes no name and no command: it gets its name at the claim, and runs nothing before")
+	}
+	if o.StatsFile != "" {
+		if len(o.Cmd) == 0 && !o.ImageCommand {
+			return errors.New("a stats file needs a main process: its stats are what the sandbox used until it ends")
+		}
+		if c.statsFile, err = NewStatsTarget(o.StatsFile); err != nil {
+			return err
+		}
 	}
 	c.hostname = o.Name
 	if c.hostname == "" || len(c.hostname) > 63 {
@@ -411,7 +422,7 @@ func (c *creation) recordSandbox(context.Context) error {
 		Security: o.Security,
 		APIKey:   o.APIKey, SocketIdentity: sockID,
 		Slurm: o.Slurm,
-		Pool:  o.Pool,
+		Pool:  o.Pool, StatsFile: c.statsFile,
 	}
 	if c.imgStore != nil {
 		c.sb.ImageStore = c.imgStore.root

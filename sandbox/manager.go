@@ -217,9 +217,15 @@ type CreateOptions struct {
 	// User is who the main process and the commands, sessions run through
 	// the executor are by default: NAME|UID[:GROUP|GID] of the sandbox's
 	// /etc/passwd and /etc/group. Empty: the image's User, else root.
-	User       string
+	User string
+	// AutoRemove: the sandbox is removed once it has exited, by the first
+	// bothy that finds it so (see Manager.AutoRemove).
 	AutoRemove bool
 	Labels     map[string]string
+	// StatsFile, with a main process: where the sandbox's RunStats are
+	// written (as JSON) when it is removed (see StatsTarget). A foreground
+	// `bothy run` writes its own instead.
+	StatsFile string
 	// ReadyTimeout bounds the wait for the executor (default 30 s).
 	ReadyTimeout time.Duration
 	// Volumes are -v specs (see ParseVolume); Tmpfs --tmpfs specs (see

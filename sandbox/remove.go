@@ -95,7 +95,8 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 //  1. processes killed: its launcher, its PID 1 (bothy's record, else
 //     libcontainer's), every process left in its cgroups; the overlay
 //     mounts, which live in the launcher's and the sandbox's mount
-//     namespaces, go with the last of them;
+//     namespaces, go with the last of them; then its stats file written,
+//     if it has one (an error there is returned once the rest is done);
 //  2. cgroups removed, in every hierarchy;
 //  3. network removed: what the network mode's setup or attach made on the
 //     host (the attachment recorded in sb, else the lease on disk);
@@ -117,11 +118,14 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 	if sb.lost {
 		mapping, cgroup = m.mapping, m.plannedCgroup(id)
 	}
+	var statsErr error
 	steps := []struct {
 		done string
 		run  func() error
 	}{
 		{"processes killed", func() error { return killSandbox(ctx, sb, cgroup) }},
+		// Not written does not keep the sandbox: the error comes after.
+		{"stats written", func() error { statsErr = m.writeStatsFile(sb); return nil }},
 		{"cgroups removed", func() error { return destroyCgroups(ctx, cgroupTree(id, cgroup, sb.Dir)) }},
 		// What the network's setup made on the host, found from the ID
 		// and the state directory (which is still there) alone.
@@ -155,6 +159,9 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 			return fmt.Errorf("remove sandbox %s: %w", id[:12], err)
 		}
 		trace.Mark("bothy", "rm: "+step.done)
+	}
+	if statsErr != nil {
+		return fmt.Errorf("sandbox %s removed, but %w", id[:12], statsErr)
 	}
 	return nil
 }
@@ -482,4 +489,28 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Reap removes, of sandboxes, those started to be removed once they exit
+// (CreateOptions.AutoRemove: Docker's `run -d --rm`) that have exited, and
+// returns the others. With no daemon to remove one when it exits, the
+// first bothy to find it so does: ps, wait and stop call Reap, and prune
+// removes every exited sandbox anyway. A sandbox removed meanwhile by
+// another bothy counts as removed.
+func (m *Manager) Reap(ctx context.Context, sandboxes []*Sandbox) ([]*Sandbox, error) {
+	var left []*Sandbox
+	var errs []error
+	for _, sb := range sandboxes {
+		if !sb.AutoRemove || sb.Status != StatusExited {
+			left = append(left, sb)
+			continue
+		}
+		if err := m.Remove(ctx, sb.ID, false); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, err)
+			if now, err := m.paths.readState(sb.ID); err == nil {
+				left = append(left, now) // started again meanwhile, or not (all) removed
+			}
+		}
+	}
+	return left, errors.Join(errs...)
 }

@@ -232,3 +232,80 @@ func (f *StatsFile) Write(v any) (err error) {
 
 // Close gives up on writing the file.
 func (f *StatsFile) Close() error { return f.dir.Close() }
+
+// StatsTarget is a stats file to write later, by whichever bothy removes
+// the sandbox: its absolute path, and its directory's identity when it was
+// given. The directory is opened again by path at removal, when a sandbox
+// may have had the time to swap it (or a parent) for a symlink, if it is
+// somewhere the sandbox can write: the stats are written only if the
+// directory opened is the same one (device and inode), and then, as
+// StatsFile writes, never through a symlink.
+type StatsTarget struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// NewStatsTarget checks name as OpenStatsFile does and notes its
+// directory's identity.
+func NewStatsTarget(name string) (*StatsTarget, error) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return nil, fmt.Errorf("stats file %s: %w", name, err)
+	}
+	f, err := OpenStatsFile(abs)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.dir.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("stats file %s: %w", name, err)
+	}
+	return &StatsTarget{Path: abs, Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// Open opens the target's directory again, and refuses one that is not
+// the directory it was given in.
+func (t *StatsTarget) Open() (*StatsFile, error) {
+	f, err := OpenStatsFile(t.Path)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.dir.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stats file %s: %w", t.Path, err)
+	}
+	if st.Dev != t.Dev || st.Ino != t.Ino {
+		f.Close()
+		return nil, fmt.Errorf("stats file %s: its directory is not the one it was in when the sandbox was created (replaced, or a symlink now): not written", t.Path)
+	}
+	return f, nil
+}
+
+// writeStatsFile writes, for a sandbox removed with a stats file, what it
+// used from its creation to its main process's end (else to now): its
+// processes are gone, its cgroup not yet. A sandbox that never ran (its
+// creation failed) has none.
+func (m *Manager) writeStatsFile(sb *Sandbox) error {
+	if sb.StatsFile == nil || sb.Pid == 0 {
+		return nil
+	}
+	f, err := sb.StatsFile.Open()
+	if err != nil {
+		return err
+	}
+	code, known := sb.ExitCode()
+	if !known {
+		code = -1
+	}
+	st := m.RunStats(sb, sb.Created, code)
+	// It ended when its main process did, as the executor recorded (the
+	// sandbox's word, as its exit code is), if that is in between.
+	if main := sb.Main; main != nil && !main.Running && main.FinishedAt.After(st.Started) && main.FinishedAt.Before(st.Ended) {
+		st.Ended = main.FinishedAt.UTC()
+		st.WallSeconds = st.Ended.Sub(st.Started).Seconds()
+	}
+	return f.Write(st)
+}

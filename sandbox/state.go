@@ -127,6 +127,9 @@ type Sandbox struct {
 	// RunStats are what the sandbox used, recorded by the `bothy run` that
 	// ran its command in the foreground, when the sandbox stopped.
 	RunStats *RunStats `json:"run_stats,omitempty"`
+	// StatsFile is where its RunStats are written when it is removed
+	// (CreateOptions.StatsFile).
+	StatsFile *StatsTarget `json:"stats_file,omitempty"`
 
 	// Filled in when read, never stored.
 	Status Status `json:"status"`

@@ -94,7 +94,7 @@ func newWaitCmd(g *globals) *cobra.Command {
 		Short: "Wait for sandboxes to stop and print their main processes' exit codes",
 		Long: `Wait for each sandbox to stop and print its main process's exit code, one a
 line; -1 for a sandbox with no main process or none recorded (its executor
-was killed).`,
+was killed). A sandbox started with run -d --rm is removed once it has stopped.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := g.manager()
@@ -110,6 +110,9 @@ was killed).`,
 					code = -1
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), code)
+				if err := reap(cmd.Context(), m, ref); err != nil {
+					return err
+				}
 			}
 			return nil
 		},

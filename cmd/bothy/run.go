@@ -62,7 +62,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&r.opts.Name, "name", "", "name the sandbox")
 	f.BoolVarP(&r.detach, "detach", "d", false, "start the sandbox in the background and print its ID")
-	f.BoolVar(&r.rm, "rm", false, "remove the sandbox when the command exits")
+	f.BoolVar(&r.rm, "rm", false, "remove the sandbox when the command exits (with -d: the first bothy ps, wait, stop or prune to find it exited removes it)")
 	f.StringVar(&r.opts.Network.Mode, "network", sandbox.NetworkNone, "network: none (loopback only), host (the host's), bridge (an address of its own, outbound through NAT; rootless through slirp4netns, or pasta with UDP ports), bridge:NAME (root: a segment shared with NAME's other sandboxes), pasta or slirp4netns")
 	f.StringArrayVarP(&r.opts.Network.Publish, "publish", "p", nil, "publish a port: [IP:][HOSTPORT:]CONTAINERPORT[/tcp|udp], HOSTPORT 0 or none for a free one, IP 127.0.0.1 unless given (repeatable; bridge, pasta, slirp4netns; TCP on none)")
 	f.StringVar(&r.opts.Network.PortDriver, "port-driver", "", "what carries published TCP ports: builtin (bothy's forwarder, splice(2) on the host; the default rootless and on none), or the network driver's own: nftables (bridge, root's default), slirp4netns, pasta")
@@ -85,7 +85,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	commandFlags(f, &r.stdin, &r.opts.Env, &r.envFiles, &r.opts.Workdir, &r.timeout)
 	f.StringVarP(&r.opts.User, "user", "u", "", "run the main process, and what runs through the executor, as NAME|UID[:GROUP|GID] of the image's /etc/passwd and /etc/group (default: the image's User, else root)")
 	f.StringVar(&r.entrypoint, "entrypoint", "", "replace the image's Entrypoint with this program (and drop the image's Cmd; CMD gives its arguments); \"\" for none")
-	f.StringVar(&r.statsPath, "stats-file", "", "when the sandbox stops, write what it used to this `FILE` as JSON (exit code, wall time, CPU seconds, peak memory, bytes written to its root filesystem, Slurm job; docs/slurm.md), atomically, never through a symlink; not with -d")
+	f.StringVar(&r.statsPath, "stats-file", "", "when the sandbox stops, write what it used to this `FILE` as JSON (exit code, wall time, CPU seconds, peak memory, bytes written to its root filesystem, Slurm job; docs/slurm.md), atomically, never through a symlink; with -d, by the bothy that removes the sandbox (rm, prune, or with --rm the first ps, wait or stop after it exits)")
 	f.BoolVar(&r.keep, "keep", false, "with -d: keep the sandbox running (the executor serving) after its main process exits")
 	f.StringVar(&r.opts.Restart, "restart", "no", "with -d: restart the main process when it fails: no, on-failure or on-failure:N (at most N times); the executor restarts it, no daemon")
 	ttyFlag(f, &r.tty)
@@ -186,12 +186,14 @@ func (r *runCmd) refuse(cmd *cobra.Command, argv []string) error {
 		return errors.New("--pool takes no --layer: a pool's sandboxes are started before the claim")
 	case r.pool != "" && r.detach && len(argv) > 0:
 		return fmt.Errorf("--pool -d takes no command: a pool's sandboxes run nothing but what is sent to them (bothy exec)")
-	case r.detach && r.statsPath != "":
-		return fmt.Errorf("--stats-file needs the command in the foreground: a detached sandbox ends with no bothy to write it (bothy inspect shows its usage while it runs)")
+	case r.pool != "" && r.statsPath != "" && r.detach:
+		return fmt.Errorf("--pool -d takes no --stats-file: a pool's sandbox runs no main process")
 	case r.detach && r.tty:
 		return fmt.Errorf("-t needs the command in the foreground: drop -d, or start the sandbox with -d and use bothy exec -it")
 	case !r.detach && r.opts.Restart != "" && r.opts.Restart != "no":
 		return fmt.Errorf("--restart applies to a sandbox's main process: use it with -d")
+	case r.rm && r.opts.Restart != "" && r.opts.Restart != "no":
+		return fmt.Errorf("--restart and --rm conflict: a sandbox removed when it exits cannot restart its main process")
 	case !r.detach && r.tty:
 		return checkTTY(cmd, r.stdin)
 	}
@@ -248,7 +250,7 @@ func (r *runCmd) create(cmd *cobra.Command, m *sandbox.Manager) (sb *sandbox.San
 func (r *runCmd) runDetached(cmd *cobra.Command, m *sandbox.Manager, argv []string) error {
 	r.opts.Cmd = argv
 	r.opts.ImageCommand, r.opts.ExitWithMain = true, !r.keep
-	r.opts.AutoRemove = r.rm
+	r.opts.AutoRemove, r.opts.StatsFile = r.rm, r.statsPath
 	sb, err := r.create(cmd, m)
 	if err != nil {
 		return err

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/bothy-sandbox/bothy/internal/testenv"
 	"github.com/bothy-sandbox/bothy/sandbox"
 )
 
@@ -110,8 +113,8 @@ func TestStatsFile(t *testing.T) {
 		t.Errorf("temporaries left: %v", left)
 	}
 
-	// Refused before anything runs: a missing directory, a directory,
-	// -d.
+	// Refused before anything runs: a missing directory (in the
+	// foreground and with -d), a directory.
 	before := c.ok("ps", "-aq")
 	for _, tc := range []struct {
 		args []string
@@ -119,7 +122,7 @@ func TestStatsFile(t *testing.T) {
 	}{
 		{[]string{"--stats-file", filepath.Join(dir, "nodir", "s.json")}, "open its directory"},
 		{[]string{"--stats-file", dir}, "is a directory"},
-		{[]string{"-d", "--stats-file", p}, "needs the command in the foreground"},
+		{[]string{"-d", "--stats-file", filepath.Join(dir, "nodir", "d.json")}, "open its directory"},
 	} {
 		args := append(append([]string{"run", "--rm"}, tc.args...), "--", "true")
 		if _, errOut, code := c.run("", args...); code == 0 || !strings.Contains(errOut, tc.want) {
@@ -128,5 +131,107 @@ func TestStatsFile(t *testing.T) {
 	}
 	if after := c.ok("ps", "-aq"); after != before {
 		t.Errorf("a refused run left a sandbox: %q, before %q", after, before)
+	}
+}
+
+// TestDetachedRm: run -d --rm's sandbox is removed once its main process
+// has exited, by the first bothy wait, ps or stop to find it so (there is
+// no daemon to do it when it exits), and run -d --stats-file's stats are
+// written by the bothy that removes the sandbox, into the directory they
+// were given in and no other.
+func TestDetachedRm(t *testing.T) {
+	c := newCLI(t)
+	dir := testenv.ShortTempDir(t)
+	gone := func(what, name string) {
+		t.Helper()
+		for _, sb := range c.records() {
+			if sb.Name == name {
+				t.Errorf("%s: sandbox %s (%s) left", what, name, sb.Status)
+			}
+		}
+	}
+	exited := func(name string) {
+		t.Helper()
+		for range 200 {
+			if sb := c.record(name); sb.Status == sandbox.StatusExited {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s did not exit", name)
+	}
+
+	// wait prints the code, then removes it; the stats are written then.
+	w := filepath.Join(dir, "w.json")
+	c.ok("run", "-d", "--rm", "--name", "w", "--stats-file", w, "--", "sh", "-c", statsScript)
+	if out := c.ok("wait", "w"); out != "3\n" {
+		t.Errorf("wait: %q", out)
+	}
+	gone("wait", "w")
+	if st := readRunStats(t, w); st.ExitCode != 3 || st.Name != "w" || st.UpperBytes < 300*1024 || st.CPUSeconds <= 0 || st.MemoryPeak < 40e6 || st.WallSeconds <= 0 {
+		t.Errorf("stats of a -d --rm sandbox: %+v", st)
+	}
+	// ps: an exited one is removed, not listed; a running one stays.
+	c.ok("run", "-d", "--rm", "--name", "p", "--", "true")
+	c.ok("run", "-d", "--rm", "--name", "r", "--", "sleep", "100")
+	exited("p")
+	if out := c.ok("ps", "-a", "--format", "{{.Names}}"); out != "r\n" {
+		t.Errorf("ps -a: %q, want r only", out)
+	}
+	gone("ps", "p")
+	// stop: removed once stopped.
+	c.ok("stop", "-t", "0", "r")
+	gone("stop", "r")
+
+	// Without --rm: the stats are written at rm, not before.
+	k := filepath.Join(dir, "k.json")
+	c.ok("run", "-d", "--name", "k", "--stats-file", k, "--", "sh", "-c", "exit 2")
+	exited("k")
+	c.ok("ps", "-a")
+	if _, err := os.Stat(k); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stats of a sandbox not removed yet: %v", err)
+	}
+	c.ok("rm", "k")
+	if st := readRunStats(t, k); st.ExitCode != 2 {
+		t.Errorf("stats at rm: %+v", st)
+	}
+
+	// The directory swapped meanwhile, for another or for a symlink to
+	// another: nothing written there, the sandbox removed all the same,
+	// and rm says why.
+	for _, swap := range []string{"directory", "symlink"} {
+		sub, other := filepath.Join(dir, swap), filepath.Join(dir, swap+"-other")
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c.ok("run", "-d", "--name", "s", "--stats-file", filepath.Join(sub, "s.json"), "--", "true")
+		if err := os.Rename(sub, sub+".old"); err != nil {
+			t.Fatal(err)
+		}
+		if swap == "directory" {
+			other = sub
+		}
+		if err := os.Mkdir(other, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if swap == "symlink" {
+			if err := os.Symlink(other, sub); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exited("s")
+		if _, errOut, code := c.run("", "rm", "s"); code == 0 || !strings.Contains(errOut, "removed, but") || !strings.Contains(errOut, "not the one it was in") {
+			t.Errorf("%s swapped: rm exit %d, %q", swap, code, errOut)
+		}
+		gone(swap+" swapped", "s")
+		for _, d := range []string{other, sub + ".old"} {
+			if names, _ := os.ReadDir(d); len(names) != 0 {
+				t.Errorf("%s swapped: %s has %v", swap, d, names)
+			}
+		}
+	}
+
+	if _, errOut, code := c.run("", "run", "-d", "--rm", "--restart", "on-failure", "--", "true"); code == 0 || !strings.Contains(errOut, "--restart and --rm conflict") {
+		t.Errorf("--rm --restart: exit %d, %q", code, errOut)
 	}
 }

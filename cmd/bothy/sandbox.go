@@ -242,6 +242,9 @@ func newPsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if list, err = m.Reap(cmd.Context(), list); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bothy: warning: %v\n", err)
+			}
 			// Each sandbox's view is made once, for the filter or the output.
 			vw := newViewer(cmd.Context(), m)
 			views := map[string]psView{}
@@ -493,7 +496,10 @@ func newStopCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return eachRef(cmd, refs, ignoreMissing(ignore, sandbox.ErrNotFound, func(ref string) error {
-				return m.Stop(cmd.Context(), ref, time.Duration(grace))
+				if err := m.Stop(cmd.Context(), ref, time.Duration(grace)); err != nil {
+					return err
+				}
+				return reap(cmd.Context(), m, ref)
 			}))
 		},
 	}
@@ -501,6 +507,17 @@ func newStopCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVarP(&ignore, "ignore", "i", false, "ignore sandboxes that do not exist")
 	sel = selectFlags(cmd, "every running sandbox")
 	return cmd
+}
+
+// reap removes sandbox ref if it was started with -d --rm and has exited
+// (Manager.Reap).
+func reap(ctx context.Context, m *sandbox.Manager, ref string) error {
+	sb, err := m.Get(ctx, ref)
+	if err != nil {
+		return nil // removed meanwhile
+	}
+	_, err = m.Reap(ctx, []*sandbox.Sandbox{sb})
+	return err
 }
 
 // running: a sandbox whose executor runs (paused too).
