@@ -161,7 +161,7 @@ func (m *Manager) cleanup(ctx context.Context, id string, sb *Sandbox) error {
 		trace.Mark("bothy", "rm: "+step.done)
 	}
 	if statsErr != nil {
-		return fmt.Errorf("sandbox %s removed, but %w", id[:12], statsErr)
+		return fmt.Errorf("sandbox %s removed, but %w (%w)", id[:12], ErrStatsNotWritten, statsErr)
 	}
 	return nil
 }
@@ -474,7 +474,7 @@ func (m *Manager) pruneOne(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	if err := m.cleanup(ctx, id, sb); err != nil {
-		return false, err
+		return errors.Is(err, ErrStatsNotWritten), err
 	}
 	return true, nil
 }

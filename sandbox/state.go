@@ -46,6 +46,9 @@ var (
 	ErrAmbiguous = errors.New("sandbox ID prefix is ambiguous")
 	// ErrNameInUse: another sandbox already has the name.
 	ErrNameInUse = errors.New("sandbox name is already in use")
+	// ErrStatsNotWritten: the sandbox was removed, but its stats file
+	// (CreateOptions.StatsFile) could not be written.
+	ErrStatsNotWritten = errors.New("its stats file was not written")
 	// ErrRunning: the operation needs a stopped sandbox.
 	ErrRunning = errors.New("sandbox is running")
 )
