@@ -207,7 +207,12 @@ func (c *creation) checkOptions(context.Context) error {
 	if o.Pool != "" && (o.Name != "" || len(o.Cmd) > 0) {
 		return errors.New("a pool's sandbox takes no name and no command: it gets its name at the claim, and runs nothing before")
 	}
-	if o.StatsFile != "" {
+	switch {
+	case c.old != nil:
+		// A start again keeps the directory it was given in, which the
+		// sandbox may have replaced since: its path is not looked up again.
+		c.statsFile = c.old.StatsFile
+	case o.StatsFile != "":
 		if len(o.Cmd) == 0 && !o.ImageCommand {
 			return errors.New("a stats file needs a main process: its stats are what the sandbox used until it ends")
 		}

@@ -197,8 +197,9 @@ func TestDetachedRm(t *testing.T) {
 	}
 
 	// The directory swapped meanwhile, for another or for a symlink to
-	// another: nothing written there, the sandbox removed all the same,
-	// and rm says why.
+	// another, and the sandbox started again after (which must not look
+	// the path up again): nothing written there, the sandbox removed all
+	// the same, and rm says why.
 	for _, swap := range []string{"directory", "symlink"} {
 		sub, other := filepath.Join(dir, swap), filepath.Join(dir, swap+"-other")
 		if err := os.Mkdir(sub, 0o755); err != nil {
@@ -219,6 +220,8 @@ func TestDetachedRm(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		exited("s")
+		c.ok("start", "s")
 		exited("s")
 		if _, errOut, code := c.run("", "rm", "s"); code == 0 || !strings.Contains(errOut, "removed, but") || !strings.Contains(errOut, "not the one it was in") {
 			t.Errorf("%s swapped: rm exit %d, %q", swap, code, errOut)
