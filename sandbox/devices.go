@@ -88,7 +88,8 @@ func validAccess(s string) bool {
 
 // checkDevices looks up each device's node on the host (following
 // symlinks, as Docker does: /dev/dri/by-path/…) and refuses what the
-// sandbox could not use as asked. A rootless sandbox has no device cgroup
+// sandbox could not use as asked, or, for a device already looked up (a
+// sandbox started again), a node that is not the same device. A rootless sandbox has no device cgroup
 // of its own: it gets the device with the caller's own permissions on the
 // node, so the caller must be able to open it as asked, and an access
 // narrower than those permissions cannot be enforced.
@@ -102,15 +103,21 @@ func checkDevices(devs []Device, rootless bool) error {
 		if err := unix.Stat(d.Host, &st); err != nil {
 			return fmt.Errorf("--device %s: %w", d.Host, &fs.PathError{Op: "stat", Path: d.Host, Err: err})
 		}
+		typ := ""
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFCHR:
-			d.Type = "c"
+			typ = "c"
 		case unix.S_IFBLK:
-			d.Type = "b"
+			typ = "b"
 		default:
 			return fmt.Errorf("--device %s: not a device node; mount files and directories with -v", d.Host)
 		}
-		d.Major, d.Minor = int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+		major, minor := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+		// A sandbox started again gets the device it was created with.
+		if d.Type != "" && (d.Type != typ || d.Major != major || d.Minor != minor) {
+			return fmt.Errorf("--device %s: it is now %s %d:%d, not the %s %d:%d the sandbox was created with", d.Host, typ, major, minor, d.Type, d.Major, d.Minor)
+		}
+		d.Type, d.Major, d.Minor = typ, major, minor
 		if !rootless {
 			continue
 		}

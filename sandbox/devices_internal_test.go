@@ -62,3 +62,19 @@ func TestApplyDevices(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDevicesSameNode: a device looked up before (a sandbox started
+// again) must still be the same node.
+func TestCheckDevicesSameNode(t *testing.T) {
+	devs := []Device{{Host: "/dev/null", Container: "/dev/n", Access: "rw"}}
+	if err := checkDevices(devs, false); err != nil || devs[0].Type != "c" || devs[0].Major != 1 || devs[0].Minor != 3 {
+		t.Fatalf("checkDevices(/dev/null): %v %+v", err, devs[0])
+	}
+	if err := checkDevices(devs, false); err != nil {
+		t.Errorf("the same node again: %v", err)
+	}
+	devs[0].Minor = 5 // as if created with /dev/zero's
+	if err := checkDevices(devs, false); err == nil || !strings.Contains(err.Error(), "not the c 1:5") {
+		t.Errorf("another node at the path: %v", err)
+	}
+}
