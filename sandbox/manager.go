@@ -285,6 +285,9 @@ func (m *Manager) image(ctx context.Context, ref string) (img *oci.Image, from *
 	for _, ss := range m.shared {
 		img, serr := ss.images.Resolve(ctx, name)
 		if serr == nil {
+			if err := ss.checkSymlinks(); err != nil {
+				return nil, nil, err
+			}
 			return img, ss, nil
 		}
 		if !errors.Is(serr, oci.ErrNotFound) {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ import (
 //	DIR/images   an image store (oci.Store): blobs, refs.json
 //	DIR/layers   the images' layers, extracted once, readable by all
 //	             (rootfs.OpenSharedCache): <algorithm>/<encoded diff ID>
+//	DIR/.absolute-symlink
+//	             a symlink to symlinkProbeTarget: its file system keeps
+//	             absolute symlinks, as the layers need (checkSymlinks)
 //
 // Readers open it read-only (OpenSharedStore) and create nothing in it.
 
@@ -66,6 +70,50 @@ func (s *SharedStore) prepared(img *oci.Image) bool {
 	return true
 }
 
+// symlinkProbe is a shared store's symlink whose target, an absolute path,
+// must read back as written: layers hold absolute symlinks (the dynamic
+// loader's), which resolve inside a sandbox's root, and a file system that
+// refuses or rewrites them (sshfs) would start sandboxes in which no
+// dynamically linked program runs, with nothing saying why.
+const (
+	symlinkProbe       = ".absolute-symlink"
+	symlinkProbeTarget = "/bothy/store/absolute-symlink"
+)
+
+// checkSymlinks refuses a store whose file system does not keep absolute
+// symlinks. A store exported before the probe existed is not checked.
+func (s *SharedStore) checkSymlinks() error {
+	target, err := os.Readlink(filepath.Join(s.root, symlinkProbe))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err == nil && target == symlinkProbeTarget:
+		return nil
+	case err == nil:
+		err = fmt.Errorf("it reads back as %q, not %q", target, symlinkProbeTarget)
+	}
+	return fmt.Errorf("image store %s: its file system does not keep absolute symlinks, which images hold, so no program could start from it (%s: %w); NFS, Lustre, GPFS and CephFS keep them, sshfs does not (docs/slurm.md)", s.root, symlinkProbe, err)
+}
+
+// writeSymlinkProbe makes the store's symlinkProbe, unless it has one,
+// by an atomic rename of a temporary named at random (nodes exporting at
+// once may share a pid).
+func writeSymlinkProbe(dir string) error {
+	probe := filepath.Join(dir, symlinkProbe)
+	if _, err := os.Lstat(probe); err == nil {
+		return nil
+	}
+	tmp := probe + "." + rand.Text() + ".tmp"
+	if err := os.Symlink(symlinkProbeTarget, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, probe); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
 // SharedStores are the manager's shared image stores, in search order.
 func (m *Manager) SharedStores() []*SharedStore { return m.shared }
 
@@ -95,6 +143,9 @@ func (m *Manager) ExportImage(ctx context.Context, ref, dir string) (*oci.Image,
 		return nil, fmt.Errorf("export to %s: %w", dir, err)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("export to %s: %w", dir, err)
+	}
+	if err := writeSymlinkProbe(abs); err != nil {
 		return nil, fmt.Errorf("export to %s: %w", dir, err)
 	}
 	dst, err := oci.Open(filepath.Join(abs, "images"))

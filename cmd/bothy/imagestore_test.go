@@ -73,8 +73,14 @@ func exportStore(t *testing.T, c *cli) string {
 	}
 	left, _ := filepath.Glob(filepath.Join(store, "layers", "tmp-*"))
 	blobTmp, _ := filepath.Glob(filepath.Join(store, "images", "tmp", "*"))
-	if len(left)+len(blobTmp) > 0 {
-		t.Errorf("concurrent exports left temporaries: %v %v", left, blobTmp)
+	probes, _ := filepath.Glob(filepath.Join(store, ".absolute-symlink.*"))
+	if len(left)+len(blobTmp)+len(probes) > 0 {
+		t.Errorf("concurrent exports left temporaries: %v %v %v", left, blobTmp, probes)
+	}
+	// The probe a reader checks the store's file system with (absolute
+	// symlinks kept).
+	if target, err := os.Readlink(filepath.Join(store, ".absolute-symlink")); err != nil || !filepath.IsAbs(target) {
+		t.Errorf("the store's symlink probe: %q %v", target, err)
 	}
 	return store
 }
