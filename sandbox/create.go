@@ -261,9 +261,8 @@ func (c *creation) planMounts(ctx context.Context) error {
 }
 
 // checkSecurity checks the capabilities, seccomp profile and devices asked
-// for (looking the devices' nodes up), and
-// takes away those the network plan must (its CapDrop): one of them asked
-// for is refused.
+// for (looking the devices' nodes up), and takes away the capabilities the
+// network plan must (its CapDrop): one of them asked for is refused.
 func (c *creation) checkSecurity(context.Context) error {
 	sec := &c.opts.Security
 	if err := sec.validate(); err != nil {

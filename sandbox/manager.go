@@ -219,7 +219,7 @@ type CreateOptions struct {
 	// /etc/passwd and /etc/group. Empty: the image's User, else root.
 	User string
 	// AutoRemove: the sandbox is removed once it has exited, by the first
-	// bothy that finds it so (see Manager.AutoRemove).
+	// bothy that finds it so (see Manager.Reap).
 	AutoRemove bool
 	Labels     map[string]string
 	// StatsFile, with a main process: where the sandbox's RunStats are
