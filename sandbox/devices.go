@@ -99,6 +99,10 @@ func checkDevices(devs []Device, rootless bool) error {
 		if !validAccess(d.Access) {
 			return fmt.Errorf("--device %s: invalid access %q: any of r, w and m", d.Host, d.Access)
 		}
+		d.Container = cmp.Or(d.Container, d.Host)
+		if err := checkDeviceTarget(d.Container); err != nil {
+			return fmt.Errorf("--device %s: %w", d.Host, err)
+		}
 		var st unix.Stat_t
 		if err := unix.Stat(d.Host, &st); err != nil {
 			return fmt.Errorf("--device %s: %w", d.Host, &fs.PathError{Op: "stat", Path: d.Host, Err: err})
