@@ -129,43 +129,48 @@ func mapsHostRoot() bool {
 	return true
 }
 
-// ownCgroupView makes a cgroup v1 sandbox's cgroups now, joined by no
-// process yet (libcontainer joins them when it starts the init), and puts
-// in config, in place of its `cgroup` mount, what libcontainer would have
-// made of that mount less the hierarchies' roots. libcontainer binds, read-only, the
-// init's own cgroup of every hierarchy mounted; where the sandbox has no
-// cgroup of its own (a rootless sandbox in a hierarchy not delegated to its
-// user: cpuset, devices, blkio, name=systemd here), that is the hierarchy's
-// root, which shows the sandbox every cgroup on the host: other users'
-// sandboxes, Slurm's jobs, systemd's units. Those are left out, and with
-// them two mounts each at every start. undo removes the cgroups made here,
-// for a failure before libcontainer has the container (whose Destroy
-// removes them after). On a cgroup v2 host, with systemd's driver or
-// without a cgroup mount, config is left as it is.
-func ownCgroupView(config *configs.Config) (undo func(), err error) {
-	c := config.Cgroups
-	i := slices.IndexFunc(config.Mounts, func(m *configs.Mount) bool { return m.Device == "cgroup" })
-	if i < 0 || c == nil || c.Systemd || cgroups.IsCgroup2UnifiedMode() {
-		return func() {}, nil
+// makeCgroups makes a cgroup v1 sandbox's cgroups now, joined by no
+// process yet (libcontainer joins them when it starts the init), for
+// ownCgroupView and commandsCgroup, which need to know where they are: a
+// rootless manager drops, with ErrRootless, the hierarchies its user may
+// not write, as libcontainer's own does. nil on a cgroup v2 host, or with
+// systemd's driver. On error, nothing made is left.
+func makeCgroups(c *cgroups.Cgroup) (cgroups.Manager, error) {
+	if c == nil || c.Systemd || cgroups.IsCgroup2UnifiedMode() {
+		return nil, nil
 	}
 	m, err := fs.NewManager(c, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox's cgroups: %w", err)
 	}
-	undo = func() { _ = m.Destroy() }
-	// A rootless manager drops, with ErrRootless, the hierarchies its
-	// user may not write, as libcontainer's own does.
 	if err := m.Apply(-1); err != nil && !errors.Is(err, cgroups.ErrRootless) {
-		undo()
+		_ = m.Destroy()
 		return nil, fmt.Errorf("make the sandbox's cgroups: %w", err)
 	}
-	binds, err := ownCgroupMounts(config.Mounts[i], m.GetPaths())
+	return m, nil
+}
+
+// ownCgroupView puts in config, in place of its `cgroup` mount, what
+// libcontainer would have made of that mount for the cgroups of cg
+// (makeCgroups), less the hierarchies' roots. libcontainer binds,
+// read-only, the init's own cgroup of every hierarchy mounted; where the
+// sandbox has no cgroup of its own (a rootless sandbox in a hierarchy not
+// delegated to its user: cpuset, devices, blkio, name=systemd here), that
+// is the hierarchy's root, which shows the sandbox every cgroup on the
+// host: other users' sandboxes, Slurm's jobs, systemd's units. Those are
+// left out, and with them two mounts each at every start. Without cg, or
+// without a cgroup mount, config is left as it is.
+func ownCgroupView(config *configs.Config, cg cgroups.Manager) error {
+	i := slices.IndexFunc(config.Mounts, func(m *configs.Mount) bool { return m.Device == "cgroup" })
+	if i < 0 || cg == nil {
+		return nil
+	}
+	binds, err := ownCgroupMounts(config.Mounts[i], cg.GetPaths())
 	if err != nil {
-		undo()
-		return nil, err
+		return err
 	}
 	config.Mounts = slices.Replace(config.Mounts, i, i+1, binds...)
-	return undo, nil
+	return nil
 }
 
 // ownCgroupMounts are libcontainer's mounts for a cgroup v1 `cgroup` mount

@@ -211,13 +211,24 @@ func start(conn io.ReadWriter, req *ipc.LaunchRequest, b *bundle) (int, error) {
 	if rootless(req) {
 		joinDelegatedOnly(config.Cgroups)
 	}
-	removeCgroups, err := ownCgroupView(config)
+	cg, err := makeCgroups(config.Cgroups)
 	if err != nil {
+		return 0, err
+	}
+	// What is made here goes with libcontainer's Destroy once it has the
+	// container (bothy rm's otherwise); before, with this.
+	removeCgroups := func() {
+		if cg != nil {
+			_ = cg.Destroy()
+		}
+	}
+	if err := ownCgroupView(config, cg); err != nil {
+		removeCgroups()
 		return 0, err
 	}
 	// Commands get a pids cgroup of their own below the executor's, with
 	// the executor's threads' reserve kept out of their reach.
-	tasks, removeCommands, err := commandsCgroup(config.Cgroups)
+	tasks, err := commandsCgroup(config.Cgroups, cg)
 	if err != nil {
 		removeCgroups()
 		return 0, err
@@ -230,9 +241,6 @@ func start(conn io.ReadWriter, req *ipc.LaunchRequest, b *bundle) (int, error) {
 	}
 	container, err := libcontainer.Create(req.StateRoot, req.ID, config)
 	if err != nil {
-		if removeCommands != nil {
-			removeCommands()
-		}
 		removeCgroups()
 		return 0, fmt.Errorf("create container: %w", err)
 	}
