@@ -97,18 +97,23 @@ func (s *SharedStore) checkSymlinks() error {
 
 // writeSymlinkProbe makes the store's symlinkProbe, unless it has one,
 // by an atomic rename of a temporary named at random (nodes exporting at
-// once may share a pid).
+// once may share a pid). Every name is resolved in the store's directory
+// (os.Root), none through a symlink.
 func writeSymlinkProbe(dir string) error {
-	probe := filepath.Join(dir, symlinkProbe)
-	if _, err := os.Lstat(probe); err == nil {
-		return nil
-	}
-	tmp := probe + "." + rand.Text() + ".tmp"
-	if err := os.Symlink(symlinkProbeTarget, tmp); err != nil {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, probe); err != nil {
-		_ = os.Remove(tmp)
+	defer root.Close()
+	if _, err := root.Lstat(symlinkProbe); err == nil {
+		return nil
+	}
+	tmp := symlinkProbe + "." + rand.Text() + ".tmp"
+	if err := root.Symlink(symlinkProbeTarget, tmp); err != nil {
+		return err
+	}
+	if err := root.Rename(tmp, symlinkProbe); err != nil {
+		_ = root.Remove(tmp)
 		return err
 	}
 	return nil
