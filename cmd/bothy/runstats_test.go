@@ -191,21 +191,23 @@ func TestDetachedRm(t *testing.T) {
 	if _, err := os.Stat(k); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stats of a sandbox not removed yet: %v", err)
 	}
+	removing := time.Now()
 	c.ok("rm", "k")
-	if st := readRunStats(t, k); st.ExitCode != 2 {
-		t.Errorf("stats at rm: %+v", st)
+	// Ended is when its main process ended, not when it was removed.
+	if st := readRunStats(t, k); st.ExitCode != 2 || !st.Ended.Before(removing) || st.WallSeconds <= 0 {
+		t.Errorf("stats at rm (begun %s): %+v", removing.UTC().Format(time.RFC3339Nano), st)
 	}
 
 	// The directory swapped meanwhile, for another or for a symlink to
 	// another, and the sandbox started again after (which must not look
 	// the path up again): nothing written there, the sandbox removed all
-	// the same, and rm says why.
+	// the same, and rm (or prune, which lists it as removed) says why.
 	for _, swap := range []string{"directory", "symlink"} {
 		sub, other := filepath.Join(dir, swap), filepath.Join(dir, swap+"-other")
 		if err := os.Mkdir(sub, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		c.ok("run", "-d", "--name", "s", "--stats-file", filepath.Join(sub, "s.json"), "--", "true")
+		id := strings.TrimSpace(c.ok("run", "-d", "--name", "s", "--stats-file", filepath.Join(sub, "s.json"), "--", "true"))
 		if err := os.Rename(sub, sub+".old"); err != nil {
 			t.Fatal(err)
 		}
@@ -223,8 +225,14 @@ func TestDetachedRm(t *testing.T) {
 		exited("s")
 		c.ok("start", "s")
 		exited("s")
-		if _, errOut, code := c.run("", "rm", "s"); code == 0 || !strings.Contains(errOut, "removed, but") || !strings.Contains(errOut, "not the one it was in") {
-			t.Errorf("%s swapped: rm exit %d, %q", swap, code, errOut)
+		remove := []string{"rm", "s"}
+		if swap == "symlink" {
+			remove = []string{"prune"}
+		}
+		out, errOut, code := c.run("", remove...)
+		if code == 0 || !strings.Contains(errOut, "removed, but") || !strings.Contains(errOut, "not the one it was in") ||
+			(swap == "symlink" && out != id+"\n") {
+			t.Errorf("%s swapped: %v: exit %d, %q, %q", swap, remove, code, out, errOut)
 		}
 		gone(swap+" swapped", "s")
 		for _, d := range []string{other, sub + ".old"} {
@@ -234,7 +242,16 @@ func TestDetachedRm(t *testing.T) {
 		}
 	}
 
-	if _, errOut, code := c.run("", "run", "-d", "--rm", "--restart", "on-failure", "--", "true"); code == 0 || !strings.Contains(errOut, "--restart and --rm conflict") {
-		t.Errorf("--rm --restart: exit %d, %q", code, errOut)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rm", "--restart", "on-failure", "--", "true"}, "--restart and --rm conflict"},
+		{[]string{"--pool", "p", "--stats-file", k}, "--pool -d takes no --stats-file"},
+	} {
+		args := append([]string{"run", "-d"}, tc.args...)
+		if _, errOut, code := c.run("", args...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q, want %q", tc.args, code, errOut, tc.want)
+		}
 	}
 }
