@@ -44,10 +44,14 @@ for bin in "$dir"/*.test; do
 		echo "FAIL  $name (${secs}s)"
 		grep -v -- '^=== \|^\s*--- PASS\|^PASS$' "$log" | tail -60
 		# Then each failed test's first messages (a long log at its end
-		# would push them out of the tail above).
-		awk '/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
-			/^[[:space:]]*--- FAIL: / { sub(/^[[:space:]]*--- FAIL: /, ""); failed[++nf] = $1; next }
-			cur != "" && /_test\.go:[0-9]+:/ && n[cur] < 8 { msg[cur] = msg[cur] "\n    " substr($0, 1, 400); n[cur]++ }
+		# would push them out of the tail above), each with the first
+		# lines of its continuation (indented deeper than the message).
+		awk '/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; more = 0; next }
+			/^[[:space:]]*--- FAIL: / { sub(/^[[:space:]]*--- FAIL: /, ""); failed[++nf] = $1; more = 0; next }
+			cur != "" && /_test\.go:[0-9]+:/ && n[cur] < 8 { msg[cur] = msg[cur] "\n    " substr($0, 1, 400); n[cur]++
+				match($0, /^[[:space:]]*/); indent = RLENGTH; more = 12; next }
+			more > 0 && match($0, /^[[:space:]]*/) && RLENGTH > indent { msg[cur] = msg[cur] "\n      " substr($0, 1, 400); more--; next }
+			{ more = 0 }
 			END { for (i = 1; i <= nf; i++) if (failed[i] in msg) printf "  failed %s:%s\n", failed[i], msg[failed[i]] }' "$log"
 	else
 		echo "ok    $name (${secs}s, $p passed, $s skipped)"

@@ -72,6 +72,9 @@ type killEnv struct {
 	// tracked are processes of the sandbox that the trial saw: they must
 	// all be gone once prune has run.
 	tracked map[int]uint64
+	// unnamed are the tracked helpers that no record named (found by
+	// their command line): they end by themselves, with their sandbox.
+	unnamed map[int]bool
 	// instance names the test's bridges and nftables tables (root).
 	instance string
 	// seen are the sandbox IDs the test saw: their veths must go.
@@ -102,7 +105,7 @@ func (k *killEnv) networkEnv() []string {
 // cgroup is delegated to it and its sandboxes have none of their own.
 func newKillEnv(t *testing.T, cgroups bool) *killEnv {
 	t.Helper()
-	k := &killEnv{t: t, root: testenv.ShortTempDir(t), tracked: map[int]uint64{}, seen: map[string]bool{}}
+	k := &killEnv{t: t, root: testenv.ShortTempDir(t), tracked: map[int]uint64{}, unnamed: map[int]bool{}, seen: map[string]bool{}}
 	k.bin = os.Getenv("BOTHY_BIN")
 	env := append(os.Environ(), "BOTHY_ROOT="+k.root,
 		"BOTHY_EXECUTOR="+testenv.Executor(t),
@@ -299,12 +302,14 @@ func procInfo(pid int) (ppid int, start uint64, state byte, err error) {
 // helper that no record named yet (its creator was killed between its
 // start and the lease that names it) is ended by its sandbox's end, once
 // prune has ended the sandbox: it may still be exiting when prune returns
-// (slirp4netns's tap takes milliseconds to go). A process that is not
+// (slirp4netns's tap takes milliseconds to go, and seconds while the
+// kernel tears down the namespaces of earlier tests), or still setting up
+// the tap it then reads that end from. Any other process that is not
 // exiting is not waited for.
 func (k *killEnv) waitExiting(d time.Duration) {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if !slices.ContainsFunc(slices.Collect(maps.Keys(k.tracked)), func(pid int) bool {
-			return procAlive(pid, k.tracked[pid]) && proc.Exiting(pid)
+			return procAlive(pid, k.tracked[pid]) && (k.unnamed[pid] || proc.Exiting(pid))
 		}) {
 			return
 		}
@@ -566,8 +571,12 @@ func (k *killEnv) track() {
 		if err != nil || !bytes.Contains(cmdline, []byte(helpers)) {
 			continue
 		}
+		if _, named := k.tracked[pid]; named {
+			continue
+		}
 		if start, _, err := proc.Start(pid); err == nil {
 			k.tracked[pid] = start
+			k.unnamed[pid] = true
 		}
 	}
 }
@@ -852,7 +861,7 @@ func (k *killEnv) runTrial(tr trial) outcome {
 			}
 		}
 	}
-	k.waitExiting(2 * time.Second)
+	k.waitExiting(10 * time.Second)
 	if after := k.leftovers(); !after.empty() {
 		t.Errorf("%s, %s killed at %s: after prune and rm -f, left:%s\nbefore prune:%s", tr.op, tr.victim, o.phase, after, o.before)
 	}
