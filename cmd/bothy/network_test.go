@@ -292,7 +292,9 @@ func TestMainCommandWaitsForNetwork(t *testing.T) {
 	id := strings.TrimSpace(c.ok("run", "-d", "--network", "slirp4netns", "--", "sh", "-c", "cat /proc/net/route > /tmp/route; exec sleep 1000"))
 	var route string
 	for range 50 {
-		if route = c.ok("exec", id, "--", "cat", "/tmp/route"); route != "" {
+		// The main command may not have written it yet when run -d
+		// returns.
+		if route = c.ok("exec", id, "--", "sh", "-c", "cat /tmp/route 2>/dev/null || true"); route != "" {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
