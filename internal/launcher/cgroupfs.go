@@ -190,6 +190,14 @@ func ownCgroupMounts(mnt *configs.Mount, paths map[string]string) ([]*configs.Mo
 	if err != nil {
 		return nil, fmt.Errorf("read this process's cgroups: %w", err)
 	}
+	return cgroupBinds(mnt, paths, hierarchies, self)
+}
+
+// cgroupBinds is ownCgroupMounts for the hierarchies mounted and this
+// process's cgroups, self (/proc/self/cgroup). A hierarchy whose mount does
+// not show this process's cgroup (a mount of a subtree it is not in) is left
+// out too.
+func cgroupBinds(mnt *configs.Mount, paths map[string]string, hierarchies []cgroups.Mount, self map[string]string) ([]*configs.Mount, error) {
 	out := []*configs.Mount{{Source: "tmpfs", Device: "tmpfs", Destination: mnt.Destination,
 		Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, Data: "mode=755", PropagationFlags: mnt.PropagationFlags}}
 	for _, h := range hierarchies {
@@ -210,6 +218,9 @@ func ownCgroupMounts(mnt *configs.Mount, paths map[string]string) ([]*configs.Mo
 			rel, err := filepath.Rel(h.Root, own)
 			if err != nil {
 				return nil, fmt.Errorf("this process's cgroup in %s: %w", h.Mountpoint, err)
+			}
+			if rel == ".." || strings.HasPrefix(rel, "../") {
+				continue // not under this mount: Join would name a directory outside it
 			}
 			dir = filepath.Join(h.Mountpoint, rel)
 		}
