@@ -219,7 +219,17 @@ func syncfs(p string) error {
 // lock takes the lock of layer d. With wait, it polls until the lock is
 // free or ctx is done; without, it fails with errLocked.
 func (c *Cache) lock(ctx context.Context, d digest.Digest, wait bool) (unlock func(), err error) {
-	p := filepath.Join(c.root, locksDir, d.Algorithm().String()+"-"+d.Encoded()+".lock")
+	return lockFile(ctx, filepath.Join(c.root, locksDir, d.Algorithm().String()+"-"+d.Encoded()+".lock"), wait)
+}
+
+// LockFile takes an exclusive lock (flock) on the file at p, made if
+// missing (never through a symlink), polling until it is free or ctx is
+// done. A holder killed releases it. unlock releases it; the file stays.
+func LockFile(ctx context.Context, p string) (unlock func(), err error) {
+	return lockFile(ctx, p, true)
+}
+
+func lockFile(ctx context.Context, p string, wait bool) (unlock func(), err error) {
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)

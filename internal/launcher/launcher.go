@@ -344,7 +344,7 @@ func mountOverlay(req *ipc.LaunchRequest, target string) error {
 					snaps++
 				}
 			}
-			shim, err := directoryShim(req.LayerCache, req.Layers[:len(req.Layers)-snaps], lowers[snaps:])
+			shim, err := directoryShim(ctx, req.LayerCache, req.Layers[:len(req.Layers)-snaps], lowers[snaps:])
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -91,21 +92,40 @@ func overflowID(kind string) uint32 {
 // directory is copied up from the shim and files can be created anywhere.
 // A file of the store itself keeps its unmapped owner (it shows as the
 // overflow id, nobody) and cannot be modified in place (docs/slurm.md).
-func directoryShim(cacheRoot string, layers []ipc.Layer, lowers []string) (string, error) {
+//
+// One launch makes it, holding NAME.lock, while the others that need it
+// wait for it: the first tasks of a job array, started together, would
+// otherwise each make it (a walk of every directory of the image) and all
+// but one throw theirs away. What a launch killed while making it left
+// (tmp-NAME-*) is removed by the next one to hold the lock.
+func directoryShim(ctx context.Context, cacheRoot string, layers []ipc.Layer, lowers []string) (string, error) {
 	h := sha256.New()
 	h.Write([]byte("bothy directory shim v1\n"))
 	for _, l := range layers {
 		h.Write([]byte(l.DiffID + "\n"))
 	}
 	shims := filepath.Join(cacheRoot, "shims")
-	dst := filepath.Join(shims, hex.EncodeToString(h.Sum(nil)))
-	if fi, err := os.Lstat(dst); err == nil && fi.IsDir() {
+	name := hex.EncodeToString(h.Sum(nil))
+	dst := filepath.Join(shims, name)
+	if isDir(dst) {
 		return dst, nil
 	}
 	if err := os.MkdirAll(shims, 0o700); err != nil {
 		return "", fmt.Errorf("make directory shim: %w", err)
 	}
-	tmp, err := os.MkdirTemp(shims, "tmp-")
+	unlock, err := rootfs.LockFile(ctx, dst+".lock")
+	if err != nil {
+		return "", fmt.Errorf("make directory shim: %w", err)
+	}
+	defer unlock()
+	if isDir(dst) { // made by the launch this one waited for
+		return dst, nil
+	}
+	stale, _ := filepath.Glob(filepath.Join(shims, "tmp-"+name+"-*"))
+	for _, dir := range stale {
+		_ = os.RemoveAll(dir)
+	}
+	tmp, err := os.MkdirTemp(shims, "tmp-"+name+"-")
 	if err != nil {
 		return "", fmt.Errorf("make directory shim: %w", err)
 	}
@@ -154,10 +174,15 @@ func directoryShim(cacheRoot string, layers []ipc.Layer, lowers []string) (strin
 		return "", fmt.Errorf("make directory shim: %w", err)
 	}
 	if err := os.Rename(tree, dst); err != nil {
-		if fi, serr := os.Lstat(dst); serr == nil && fi.IsDir() {
-			return dst, nil // made meanwhile by another launch
+		if isDir(dst) {
+			return dst, nil // made meanwhile by a launch that took no lock (an older bothy's)
 		}
 		return "", fmt.Errorf("make directory shim: %w", err)
 	}
 	return dst, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
 }
