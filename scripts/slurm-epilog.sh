@@ -10,7 +10,10 @@
 #
 # BOTHY: the bothy binary (default: bothy on PATH). The job's sandboxes are
 # found in the user's default state directories: a job that set BOTHY_ROOT
-# is pruned only when BOTHY_EPILOG_ROOT names the same directory.
+# is pruned only when BOTHY_EPILOG_ROOT names the same directory, in which
+# %u stands for the job's user (BOTHY_EPILOG_ROOT=/var/tmp/bothy-%u for jobs
+# that set BOTHY_ROOT=/var/tmp/bothy-$USER: a root per user and node, kept
+# across jobs, docs/slurm.md).
 # BOTHY_EPILOG_TIMEOUT (seconds, default 120) bounds the prune: a job stays
 # COMPLETING until its epilog ends, and a prune that hung would hold it
 # there (what a killed prune leaves, the next bothy prune removes).
@@ -23,7 +26,14 @@ BOTHY=${BOTHY:-bothy}
 user=${SLURM_JOB_USER:-root}
 limit=${BOTHY_EPILOG_TIMEOUT:-120}
 root_args=""
-[ -n "${BOTHY_EPILOG_ROOT:-}" ] && root_args="--root $BOTHY_EPILOG_ROOT"
+if [ -n "${BOTHY_EPILOG_ROOT:-}" ]; then
+	case $user in
+	*[!A-Za-z0-9_.-]* | .* | '') echo "slurm-epilog: user name $user cannot name a directory" >&2; exit 0 ;;
+	esac
+	root=$(printf '%s' "$BOTHY_EPILOG_ROOT" | sed "s/%u/$user/g")
+	[ -d "$root" ] || exit 0 # the user ran no bothy here: nothing to prune, nothing to make
+	root_args="--root $root"
+fi
 if [ "$user" = root ] || [ "$(id -un)" = "$user" ]; then
 	# shellcheck disable=SC2086
 	timeout -k 5 "$limit" env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
