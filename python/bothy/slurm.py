@@ -154,7 +154,8 @@ def submit(
     running at once (``--array=0-N%M``). ``workdir`` receives the scripts
     (``tasks/``) and the outputs (``out/``): it must be reachable from the
     compute nodes. ``bothy_root`` is bothy's ``--root`` in the tasks (keep
-    it on node-local disk). ``slurm_env`` is the environment of Slurm's
+    it on node-local disk, one per user kept across jobs, such as
+    ``/var/tmp/bothy-USER``: docs/slurm.md). ``slurm_env`` is the environment of Slurm's
     commands (default: this process's), which sbatch passes to the tasks.
     """
     specs = _tasks(tasks, command, count)
