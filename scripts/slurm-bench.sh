@@ -11,6 +11,9 @@
 #           image on first use (the issue's baseline)
 #   warm    the same, the user's store already holding the image
 #   shared  the same from a shared store root prepared (--image-store)
+#   sharedwarm   shared, the state root having run one sandbox before the
+#           array (its first-use work done: the store's directory shim)
+#   sharedtmpfs  shared, the state root on /dev/shm (a tmpfs)
 #
 # Default modes: bare own shared. Besides wall time, each row gives the CPU
 # time used per task by the cluster's daemons (munged, slurmctld, slurmd)
@@ -37,8 +40,10 @@ chmod 755 "$tmp"
 cluster=$tmp/cluster
 export SLURMCTLD_PORT=${SLURMCTLD_PORT:-16837} SLURMD_PORT=${SLURMD_PORT:-16838}
 acct=/sys/fs/cgroup/cpuacct/bothy-slurm-bench-$$
+shm=""
 cleanup() {
 	BOTHY=$bothy "$here/slurm-cluster.sh" stop "$cluster" || true
+	[ -n "$shm" ] && rm -rf "$shm"
 	[ -d "$acct" ] && { rmdir "$acct" 2>/dev/null || echo "slurm-bench: $acct is not empty: left" >&2; }
 	rm -rf "$tmp" 2>/dev/null || true
 }
@@ -68,11 +73,17 @@ for mode in "${modes[@]}"; do
 	case $mode in
 	bare) cmd="sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\"" ;;
 	own | warm) cmd="$bothy --root $res/root run --rm -- sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\"" ;;
-	shared)
+	shared | sharedwarm | sharedtmpfs)
 		[ -d "$tmp/store" ] || "$bothy" --root "$tmp/preparer" image export --store "$tmp/store" >/dev/null
-		cmd="$bothy --root $res/root --image-store $tmp/store run --rm -- sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\""
+		root=$res/root
+		if [ "$mode" = sharedtmpfs ]; then
+			[ -n "$shm" ] || { shm=$(mktemp -d /dev/shm/bothy-slurm-bench.XXXXXX) && chmod 755 "$shm"; }
+			root=$shm/$k && mkdir "$root" && chown "$user" "$root"
+		fi
+		cmd="$bothy --root $root --image-store $tmp/store run --rm -- sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\""
+		[ "$mode" = sharedwarm ] && as "$bothy" --root "$root" --image-store "$tmp/store" run --rm -- true
 		;;
-	*) echo "slurm-bench: unknown mode $mode: bare, own, warm or shared" >&2; exit 2 ;;
+	*) echo "slurm-bench: unknown mode $mode: bare, own, warm, shared, sharedwarm or sharedtmpfs" >&2; exit 2 ;;
 	esac
 	if [ "$mode" = warm ]; then
 		as "$bothy" --root "$res/root" image pull >/dev/null 2>&1 || as "$bothy" --root "$res/root" run --rm -- true >/dev/null
@@ -96,7 +107,7 @@ EOF
 		fi
 	done
 	ms=$(((t1 - t0) / 1000000))
-	printf '%-7s %5d tasks  %8.1f s  %6.2f tasks/s  %6.0f CPU ms/task  %d ok\n' "$mode" "$n" "$(echo "$ms / 1000" | bc -l)" \
+	printf '%-11s %5d tasks  %8.1f s  %6.2f tasks/s  %6.0f CPU ms/task  %d ok\n' "$mode" "$n" "$(echo "$ms / 1000" | bc -l)" \
 		"$(echo "$n * 1000 / $ms" | bc -l)" "$(echo "($cpu1 - $cpu0) / 1000000 / $n" | bc -l)" "$ok"
 	if [ -n "$trace" ] && [ -n "${BENCH_KEEP:-}" ]; then
 		mkdir -p "$BENCH_KEEP/$mode" && cp "$res"/*.err "$BENCH_KEEP/$mode/" 2>/dev/null || true
