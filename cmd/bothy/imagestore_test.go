@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -158,6 +159,9 @@ func TestSharedImageStore(t *testing.T) {
 			}
 		})
 	}
+	if os.Geteuid() == 0 {
+		otherUserReads(t, store)
+	}
 }
 
 // TestSharedImageStoreConfig: the operator's list of stores
@@ -242,6 +246,33 @@ func otherUserReads(t *testing.T, store string) {
 				t.Errorf("bothy-test's sandbox from root's store: exit %d, printed %q; want 65534:65534, new, created, refused", code, out)
 			}
 			cliProcess(t, cred, env, "--root", filepath.Join(home, "b"), "prune")
+
+			// Sandboxes started at once in a state root that has no
+			// directory shim yet (an array's first tasks): all run,
+			// and one shim is made.
+			const n = 4
+			codes := make(chan string, n)
+			for range n {
+				go func() {
+					out, code := cliProcess(t, cred, env, "--root", filepath.Join(home, "c"), "--image-store", store, "run", "--rm", "--", "sh", "-c", "echo x > /etc/new && cat /etc/new")
+					codes <- fmt.Sprintf("exit %d: %s", code, out)
+				}()
+			}
+			for range n {
+				if got := <-codes; got != "exit 0: x\n" {
+					t.Errorf("a sandbox of %d started at once: %q", n, got)
+				}
+			}
+			shims, _ := filepath.Glob(filepath.Join(home, "c", "data", "layers", "*", "shims", "*"))
+			var dirs []string
+			for _, p := range shims {
+				if !strings.HasSuffix(p, ".lock") {
+					dirs = append(dirs, filepath.Base(p))
+				}
+			}
+			if len(dirs) != 1 || strings.HasPrefix(dirs[0], "tmp-") {
+				t.Errorf("shims after %d first sandboxes at once: %v, want one (and nothing temporary)", n, dirs)
+			}
 		})
 	}
 }
