@@ -99,7 +99,8 @@ func (c *Cache) layerDir(d digest.Digest) (string, error) {
 	return filepath.Join(c.root, d.Algorithm().String(), d.Encoded()), nil
 }
 
-func isDir(p string) bool {
+// IsDir reports whether p is a directory, not following a symbolic link.
+func IsDir(p string) bool {
 	fi, err := os.Lstat(p)
 	return err == nil && fi.IsDir()
 }
@@ -114,7 +115,7 @@ func (c *Cache) Get(ctx context.Context, diffID digest.Digest, open func() (io.R
 	if err != nil {
 		return "", fmt.Errorf("unpack layer %q: %w", diffID, err)
 	}
-	if isDir(dir) {
+	if IsDir(dir) {
 		return dir, nil
 	}
 	unlock, err := c.lock(ctx, diffID, true)
@@ -122,7 +123,7 @@ func (c *Cache) Get(ctx context.Context, diffID digest.Digest, open func() (io.R
 		return "", fmt.Errorf("unpack layer %s: %w", diffID, err)
 	}
 	defer unlock()
-	if isDir(dir) {
+	if IsDir(dir) {
 		return dir, nil // extracted while we waited
 	}
 	if err := c.extract(ctx, diffID, open, dir); err != nil {
@@ -194,7 +195,7 @@ func (c *Cache) extract(ctx context.Context, d digest.Digest, open func() (io.Re
 	// Onto an existing layer, rename(2) fails with ENOTEMPTY (or replaces
 	// an identical empty layer).
 	if err := unix.Rename(tmp, dir); err != nil {
-		if isDir(dir) { // another writer that did not take the lock
+		if IsDir(dir) { // another writer that did not take the lock
 			return removeTree(tmp)
 		}
 		return &os.LinkError{Op: "rename", Old: tmp, New: dir, Err: err}
@@ -271,7 +272,7 @@ func (c *Cache) Remove(ctx context.Context, diffID digest.Digest) error {
 		return fmt.Errorf("remove layer %s: %w", diffID, err)
 	}
 	defer unlock()
-	if !isDir(dir) {
+	if !IsDir(dir) {
 		return nil
 	}
 	// Move it out of sight first (rename replaces the empty temporary
@@ -344,7 +345,7 @@ func (c *Cache) pruneOne(ctx context.Context, d digest.Digest, remove func(conte
 		return 0, err
 	}
 	defer unlock()
-	if !isDir(dir) {
+	if !IsDir(dir) {
 		return -1, nil
 	}
 	size := DiskUsage(dir)

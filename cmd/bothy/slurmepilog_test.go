@@ -52,18 +52,16 @@ func TestSlurmEpilogRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// bothy as the job's user, in its root, as a job's process would run it.
-	run := func(job string, args ...string) (string, error) {
-		cmd := exec.Command(bin, append([]string{"--root", root}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+root, "XDG_RUNTIME_DIR=", "SLURM_JOB_ID="+job, "SLURM_STEP_ID=batch")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		out, err := cmd.CombinedOutput()
-		return strings.TrimSpace(string(out)), err
+	run := func(job string, args ...string) (string, int) {
+		env := []string{"HOME=" + root, "XDG_RUNTIME_DIR=", "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=batch"}
+		out, code := cliProcess(t, cred, env, append([]string{"--root", root}, args...)...)
+		return strings.TrimSpace(out), code
 	}
 	bothy := func(job string, args ...string) string {
 		t.Helper()
-		out, err := run(job, args...)
-		if err != nil {
-			t.Fatalf("bothy %s: %v: %s", strings.Join(args, " "), err, out)
+		out, code := run(job, args...)
+		if code != 0 {
+			t.Fatalf("bothy %s: exit %d: %s", strings.Join(args, " "), code, out)
 		}
 		return out
 	}

@@ -107,7 +107,7 @@ func directoryShim(ctx context.Context, cacheRoot string, layers []ipc.Layer, lo
 	shims := filepath.Join(cacheRoot, "shims")
 	name := hex.EncodeToString(h.Sum(nil))
 	dst := filepath.Join(shims, name)
-	if isDir(dst) {
+	if rootfs.IsDir(dst) {
 		return dst, nil
 	}
 	if err := os.MkdirAll(shims, 0o700); err != nil {
@@ -118,7 +118,7 @@ func directoryShim(ctx context.Context, cacheRoot string, layers []ipc.Layer, lo
 		return "", fmt.Errorf("make directory shim: %w", err)
 	}
 	defer unlock()
-	if isDir(dst) { // made by the launch this one waited for
+	if rootfs.IsDir(dst) { // made by the launch this one waited for
 		return dst, nil
 	}
 	stale, _ := filepath.Glob(filepath.Join(shims, "tmp-"+name+"-*"))
@@ -174,15 +174,10 @@ func directoryShim(ctx context.Context, cacheRoot string, layers []ipc.Layer, lo
 		return "", fmt.Errorf("make directory shim: %w", err)
 	}
 	if err := os.Rename(tree, dst); err != nil {
-		if isDir(dst) {
+		if rootfs.IsDir(dst) {
 			return dst, nil // made meanwhile by a launch that took no lock (an older bothy's)
 		}
 		return "", fmt.Errorf("make directory shim: %w", err)
 	}
 	return dst, nil
-}
-
-func isDir(p string) bool {
-	fi, err := os.Lstat(p)
-	return err == nil && fi.IsDir()
 }

@@ -102,7 +102,7 @@ func TestDirectoryShimOnce(t *testing.T) {
 	if tmp, _ := filepath.Glob(filepath.Join(cache, "shims", "tmp-*")); len(tmp) > 0 {
 		t.Errorf("left after a shim was made: %v", tmp)
 	}
-	if !isDir(filepath.Join(dst, "a", "b")) {
+	if !rootfs.IsDir(filepath.Join(dst, "a", "b")) {
 		t.Errorf("no shim made at %s", dst)
 	}
 }
