@@ -14,6 +14,17 @@
 #   sharedwarm   shared, the state root having run one sandbox before the
 #           array (its first-use work done: the store's directory shim)
 #   sharedtmpfs  shared, the state root on /dev/shm (a tmpfs)
+#   runc    each task runs  runc run  (Debian's runc, rootless: what bothy's
+#           launcher drives as a library, alone) on a bundle made before the
+#           array, whose read-only rootfs is the shared store's extracted
+#           default image (one layer) and whose process is  sh -c 'echo task
+#           $ID', in runc's rootless spec (pid, ipc, uts, mount and user
+#           namespaces) and a network namespace: no overlay, no executor, no
+#           state but runc's own
+#   podman  each task runs  podman run --rm --network none IMAGE sh -c 'echo
+#           task $ID'  rootless, the same default image loaded before the
+#           array into a podman storage of the bench's own (runtime runc:
+#           Debian's crun refuses this host's hybrid cgroup layout)
 #
 # Default modes: bare own shared. Besides wall time, each row gives the CPU
 # time used per task by the cluster's daemons (munged, slurmctld, slurmd)
@@ -41,8 +52,17 @@ cluster=$tmp/cluster
 export SLURMCTLD_PORT=${SLURMCTLD_PORT:-16837} SLURMD_PORT=${SLURMD_PORT:-16838}
 acct=/sys/fs/cgroup/cpuacct/bothy-slurm-bench-$$
 shm=""
+podlock=/dev/shm/libpod_rootless_lock_$(id -u "$user")
+[ -e "$podlock" ] && podlock=""
 cleanup() {
 	BOTHY=$bothy "$here/slurm-cluster.sh" stop "$cluster" || true
+	# Rootless podman's pause process (started by `podman load`, outside the
+	# cluster) and its lock in /dev/shm, unless that was there before.
+	pause=$(cat "$tmp/podman/tmp/pause.pid" 2>/dev/null || true)
+	if [ -n "$pause" ] && [ "$(cat "/proc/$pause/comm" 2>/dev/null)" = "podman pause" ]; then
+		kill "$pause" || true
+	fi
+	[ -n "$podlock" ] && rm -f "$podlock"
 	[ -n "$shm" ] && rm -rf "$shm"
 	[ -d "$acct" ] && { rmdir "$acct" 2>/dev/null || echo "slurm-bench: $acct is not empty: left" >&2; }
 	rm -rf "$tmp" 2>/dev/null || true
@@ -57,6 +77,8 @@ mkdir -m 1777 "$tmp/work"
 chmod 1777 "$tmp/work"
 as() { runuser -u "$user" -- env -u XDG_RUNTIME_DIR SLURM_CONF="$SLURM_CONF" "$@"; }
 trace=""
+# podman's storage, state and configuration in the bench's directory.
+podflags="--root $tmp/podman/root --runroot $tmp/podman/run --tmpdir $tmp/podman/tmp --storage-driver overlay --events-backend none --cgroup-manager cgroupfs --runtime runc"
 # cpu: CPU nanoseconds the cluster used so far (0 without cpuacct).
 cpu() { cat "$acct/cpuacct.usage" 2>/dev/null || echo 0; }
 [ -n "${BOTHY_TRACE:-}" ] && trace="BOTHY_TRACE=1 "
@@ -83,7 +105,37 @@ for mode in "${modes[@]}"; do
 		cmd="$bothy --root $root --image-store $tmp/store run --rm -- sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\""
 		[ "$mode" = sharedwarm ] && as "$bothy" --root "$root" --image-store "$tmp/store" run --rm -- true
 		;;
-	*) echo "slurm-bench: unknown mode $mode: bare, own, warm, shared, sharedwarm or sharedtmpfs" >&2; exit 2 ;;
+	runc)
+		[ -d "$tmp/store" ] || "$bothy" --root "$tmp/preparer" image export --store "$tmp/store" >/dev/null
+		layers=("$tmp"/store/layers/sha256/*)
+		[ ${#layers[@]} = 1 ] || { echo "slurm-bench: runc: the default image has ${#layers[@]} layers, not one" >&2; exit 1; }
+		(cd "$res" && as runc spec --rootless)
+		as python3 - "$res" "${layers[0]}" "$n" <<'PY'
+import json, os, sys
+res, rootfs, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(os.path.join(res, "config.json")) as f:
+    c = json.load(f)
+c["root"] = {"path": rootfs, "readonly": True}
+c["process"]["terminal"] = False
+c["linux"]["namespaces"].append({"type": "network"})
+for i in range(n):
+    c["process"]["args"] = ["sh", "-c", "echo task %d" % i]
+    os.makedirs(os.path.join(res, "b", str(i)))
+    with open(os.path.join(res, "b", str(i), "config.json"), "w") as f:
+        json.dump(c, f)
+PY
+		cmd="runc --root $res/runc run --bundle $res/b/\$SLURM_ARRAY_TASK_ID t\$SLURM_ARRAY_TASK_ID"
+		;;
+	podman)
+		pod=$tmp/podman
+		if [ ! -d "$pod" ]; then
+			mkdir -m 755 "$pod" && mkdir -m 700 "$pod/xdg" "$pod/home" && chown "$user" "$pod" "$pod/xdg" "$pod/home"
+			as env XDG_RUNTIME_DIR="$pod/xdg" HOME="$pod/home" podman $podflags load -q -i "$here/../bin/default-image.oci.tar" >/dev/null 2>"$tmp/podman-load.err" ||
+				{ cat "$tmp/podman-load.err" >&2; exit 1; }
+		fi
+		cmd="env XDG_RUNTIME_DIR=$pod/xdg HOME=$pod/home podman $podflags run --rm --network none localhost/bothy-default sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\""
+		;;
+	*) echo "slurm-bench: unknown mode $mode: bare, own, warm, shared, sharedwarm, sharedtmpfs, runc or podman" >&2; exit 2 ;;
 	esac
 	if [ "$mode" = warm ]; then
 		as "$bothy" --root "$res/root" image pull >/dev/null 2>&1 || as "$bothy" --root "$res/root" run --rm -- true >/dev/null
@@ -102,7 +154,7 @@ EOF
 	for i in $(seq 0 $((n - 1))); do
 		if [ "$(cat "$res/$i" 2>/dev/null)" = "task $i" ]; then
 			ok=$((ok + 1))
-		elif [ $((n - ok)) -le 3 ] || [ "$i" -lt 3 ]; then
+		elif [ $((i - ok)) -lt 3 ]; then # the first three failures
 			echo "  task $i failed: $(head -c 300 "$res/$i.err" 2>/dev/null)" >&2
 		fi
 	done
