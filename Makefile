@@ -10,7 +10,7 @@ DEB_SUITE  ?= bookworm
 DEB_MIRROR ?= http://deb.debian.org/debian
 PACKAGES   := gcc make git libseccomp-dev pkg-config uidmap busybox-static mmdebstrap crun runc \
               slirp4netns passt nftables iperf3 iproute2 hyperfine util-linux curl bzip2 e2fsprogs user-mode-linux \
-              slurmctld slurmd slurm-client munge \
+              slurmctld slurmd slurm-client munge jq \
               python3-pytest python3-pyflakes python3-mypy python3-venv python3-pip python3-setuptools python3-wheel
 # Debian's python3, which has python3-pytest, runs the Python client's tests
 # (python/); not whatever python3 comes first on PATH.

@@ -9,7 +9,8 @@
 #   scripts/slurm-cluster.sh status [DIR]
 #
 # DIR defaults to /var/tmp/bothy-slurm. Clients use SLURM_CONF=DIR/slurm.conf.
-# BOTHY=path/to/bothy is what the Epilog= (scripts/slurm-epilog.sh) runs.
+# BOTHY=path/to/bothy is what the Epilog= (scripts/slurm-epilog.sh) runs;
+# BOTHY_EPILOG_ROOT (default: default) where it looks for the jobs' sandboxes.
 # Ports: SLURMCTLD_PORT (default 16817) and SLURMD_PORT (16818), on 127.0.0.1.
 # SLURM_FIRST_JOB_ID (default 1): where its job IDs start, for a second
 # cluster on the same host (job cgroups and epilog prunes go by job ID).
@@ -53,7 +54,7 @@ configure() {
 	mem=$(slurmd -C | sed -n 's/.* RealMemory=\([0-9]*\).*/\1/p')
 	cat >"$dir/epilog.sh" <<EOF
 #!/bin/sh
-BOTHY=${BOTHY:-bothy} exec $here/slurm-epilog.sh
+BOTHY=${BOTHY:-bothy} BOTHY_EPILOG_ROOT='${BOTHY_EPILOG_ROOT:-default}' exec $here/slurm-epilog.sh
 EOF
 	chmod 0755 "$dir/epilog.sh"
 	cat >"$dir/slurm.conf" <<EOF

@@ -8,16 +8,20 @@
 #
 #   Epilog=/usr/share/bothy/slurm-epilog.sh   (docs/slurm.md)
 #
-# BOTHY: the bothy binary (default: bothy on PATH). The job's sandboxes are
-# found in the user's default state directories: a job that set BOTHY_ROOT
-# is pruned only when BOTHY_EPILOG_ROOT names the same directory, in which
-# %u stands for the job's user (BOTHY_EPILOG_ROOT=/var/tmp/bothy-%u for jobs
-# that set BOTHY_ROOT=/var/tmp/bothy-$USER: a root per user and node, kept
-# across jobs, docs/slurm.md).
-# BOTHY_EPILOG_TIMEOUT (seconds, default 120) bounds the prune: a job stays
+# BOTHY: the bothy binary (default: bothy on PATH). BOTHY_EPILOG_ROOT: where
+# the job's sandboxes are looked for, a list separated by colons (default:
+# "default"). "default" is the user's default state directories (root's
+# /var/lib/bothy; a user's ~/.local/share/bothy), any other entry a state
+# root as jobs set it with BOTHY_ROOT, in which %u stands for the job's user
+# (BOTHY_EPILOG_ROOT=default:/var/tmp/bothy-%u for jobs that set
+# BOTHY_ROOT=/var/tmp/bothy-$USER, a root per user and node kept across jobs,
+# and for those that set none; docs/slurm.md). An entry that does not exist
+# on the node is skipped, and nothing is made for it: a user who never ran
+# bothy here costs nothing.
+# BOTHY_EPILOG_TIMEOUT (seconds, default 120) bounds each prune: a job stays
 # COMPLETING until its epilog ends, and a prune that hung would hold it
 # there (what a killed prune leaves, the next bothy prune removes).
-set -u
+set -uf # -f: no pathname expansion of the list below
 # slurmd gives epilogs no PATH: timeout's execvp would not find setpriv
 # and bothy without one.
 export PATH="${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"
@@ -25,18 +29,15 @@ BOTHY=${BOTHY:-bothy}
 [ -n "${SLURM_JOB_ID:-}" ] || { echo "slurm-epilog: SLURM_JOB_ID is not set" >&2; exit 0; }
 user=${SLURM_JOB_USER:-root}
 limit=${BOTHY_EPILOG_TIMEOUT:-120}
-root_args=""
-if [ -n "${BOTHY_EPILOG_ROOT:-}" ]; then
-	case $user in
-	*[!A-Za-z0-9_.-]* | .* | '') echo "slurm-epilog: user name $user cannot name a directory" >&2; exit 0 ;;
-	esac
-	root=$(printf '%s' "$BOTHY_EPILOG_ROOT" | sed "s/%u/$user/g")
-	[ -d "$root" ] || exit 0 # the user ran no bothy here: nothing to prune, nothing to make
-	root_args="--root $root"
-fi
+case $user in
+*[!A-Za-z0-9_.-]* | .* | '') echo "slurm-epilog: user name $user cannot name a directory" >&2; exit 0 ;;
+esac
 if [ "$user" = root ] || [ "$(id -un)" = "$user" ]; then
-	# shellcheck disable=SC2086
-	timeout -k 5 "$limit" env -u XDG_RUNTIME_DIR "$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+	# prune [--root DIR]: the job's sandboxes there, as the job's user.
+	prune() {
+		timeout -k 5 "$limit" env -u XDG_RUNTIME_DIR "$BOTHY" "$@" prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+	}
+	data=${HOME:-/}/.local/share/bothy
 else
 	# As the job's user, by setpriv (util-linux): its uid, primary group and
 	# groups, no capability left, and the HOME bothy finds its default
@@ -48,11 +49,25 @@ else
 		echo "slurm-epilog: no such user $user" >&2
 		exit 0
 	fi
-	# shellcheck disable=SC2086
-	timeout -k 5 "$limit" setpriv --reuid="$user" --regid="$gid" --init-groups --inh-caps=-all -- \
-		env -u XDG_RUNTIME_DIR HOME="$home" USER="$user" LOGNAME="$user" \
-		"$BOTHY" $root_args prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+	prune() {
+		timeout -k 5 "$limit" setpriv --reuid="$user" --regid="$gid" --init-groups --inh-caps=-all -- \
+			env -u XDG_RUNTIME_DIR HOME="$home" USER="$user" LOGNAME="$user" \
+			"$BOTHY" "$@" prune --slurm-job "$SLURM_JOB_ID" >/dev/null
+	}
+	data=$home/.local/share/bothy
 fi
+[ "$(id -u)" = 0 ] && [ "$user" = root ] && data=/var/lib/bothy
+IFS=:
+for entry in ${BOTHY_EPILOG_ROOT:-default}; do
+	case $entry in
+	'') ;;
+	default) [ -d "$data" ] && prune ;;
+	*)
+		dir=$(printf '%s' "$entry" | sed "s/%u/$user/g")
+		[ -d "$dir" ] && prune --root "$dir"
+		;;
+	esac
+done
 # An epilog that fails drains the node: a sandbox that could not be
 # removed is reported in slurmd's log, not by draining.
 exit 0

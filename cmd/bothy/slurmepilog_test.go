@@ -103,4 +103,29 @@ func TestSlurmEpilogRoot(t *testing.T) {
 	if ids := psRecords(bothy("", "ps", "-a", "--format", "json")); len(ids) != 1 {
 		t.Errorf("the epilog of another root pruned this one: %d sandboxes left, want 1", len(ids))
 	}
+
+	// A list: the user's default state (here, run as that user, in a HOME
+	// with none: skipped, nothing made), a root that does not exist, and the
+	// one that holds the job's sandbox.
+	bothy("4244", "run", "-d", "--", "sleep", "1000")
+	t.Cleanup(func() { _, _ = run("", "prune", "--slurm-job", "4244") })
+	home := filepath.Join(base, "home")
+	cmd = exec.Command(epilog)
+	cmd.Env = append(os.Environ(), "SLURM_JOB_ID=4244", "SLURM_JOB_USER="+name, "BOTHY="+bin, "HOME="+home,
+		"BOTHY_EPILOG_ROOT=default:"+filepath.Join(base, "none-%u")+"::"+filepath.Join(base, "%u"))
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Fatalf("epilog with a list of roots: %v: %s", err, out)
+	}
+	ids = ids[:0]
+	for _, sb := range psRecords(bothy("", "ps", "-a", "--format", "json")) {
+		ids = append(ids, sb.ID)
+	}
+	if len(ids) != 1 || !strings.HasPrefix(other, ids[0]) {
+		t.Errorf("after the epilog of job 4244 with a list of roots: sandboxes %v, want only job 4243's (%s)", ids, other)
+	}
+	if os.Geteuid() != 0 {
+		if _, err := os.Lstat(home); err == nil {
+			t.Error("the epilog made the default state of a user who had none")
+		}
+	}
 }

@@ -61,7 +61,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cluster := filepath.Join(dir, "cluster")
-	env := append(os.Environ(), "BOTHY="+bothyBin, "SLURMCTLD_PORT=16827", "SLURMD_PORT=16828")
+	// The epilog looks in the users' default state and in the state roots
+	// the docs' scripts set in testDocScripts (docRoot), as the docs tell
+	// the operator to configure it.
+	env := append(os.Environ(), "BOTHY="+bothyBin, "SLURMCTLD_PORT=16827", "SLURMD_PORT=16828",
+		"BOTHY_EPILOG_ROOT=default:"+docRoot(dir, "%u"))
 	start := exec.Command(scriptPath("slurm-cluster.sh"), "start", cluster)
 	start.Env = env
 	out, err := start.CombinedOutput()
@@ -79,8 +83,9 @@ func run(m *testing.M) int {
 	conf = filepath.Join(cluster, "slurm.conf")
 	work = filepath.Join(dir, "work")
 	store = filepath.Join(dir, "store")
-	if err := os.Mkdir(work, 0o1777); err == nil {
-		err = os.Chmod(work, 0o1777)
+	// Sticky, as /tmp (Go's mode bits name it os.ModeSticky, not 0o1000).
+	if err := os.Mkdir(work, 0o777); err == nil {
+		err = os.Chmod(work, os.ModeSticky|0o777)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -187,7 +192,8 @@ func leftovers(t *testing.T, user, job string, ids []string) []string {
 // array whose every task runs a sandbox from the shared store (all results
 // collected), scancel of a job with a detached and a foreground sandbox, a
 // job killed by its time limit, and jobs on a node that fails; none leaves a
-// sandbox, process, cgroup or record. Unprivileged, starting the cluster is
+// sandbox, process, cgroup or record. Then docs/slurm.md's job scripts, as
+// written there (testDocScripts). Unprivileged, starting the cluster is
 // refused.
 func TestSlurm(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -221,6 +227,11 @@ func TestSlurm(t *testing.T) {
 				n = max(1, tasks/2)
 			}
 			t.Run(user, func(t *testing.T) { t.Parallel(); testArray(t, user, n) })
+		}
+	})
+	t.Run("docs", func(t *testing.T) {
+		for _, user := range users {
+			t.Run(user, func(t *testing.T) { t.Parallel(); testDocScripts(t, user) })
 		}
 	})
 }
