@@ -29,9 +29,6 @@ BOTHY=${BOTHY:-bothy}
 [ -n "${SLURM_JOB_ID:-}" ] || { echo "slurm-epilog: SLURM_JOB_ID is not set" >&2; exit 0; }
 user=${SLURM_JOB_USER:-root}
 limit=${BOTHY_EPILOG_TIMEOUT:-120}
-case $user in
-*[!A-Za-z0-9_.-]* | .* | '') echo "slurm-epilog: user name $user cannot name a directory" >&2; exit 0 ;;
-esac
 if [ "$user" = root ] || [ "$(id -un)" = "$user" ]; then
 	# prune [--root DIR]: the job's sandboxes there, as the job's user.
 	prune() {
@@ -62,10 +59,17 @@ for entry in ${BOTHY_EPILOG_ROOT:-default}; do
 	case $entry in
 	'') ;;
 	default) [ -d "$data" ] && prune ;;
-	*)
+	*%u*)
+		case $user in
+		*[!A-Za-z0-9_.-]* | .* | '')
+			echo "slurm-epilog: user name $user cannot name a directory: $entry skipped" >&2
+			continue
+			;;
+		esac
 		dir=$(printf '%s' "$entry" | sed "s/%u/$user/g")
 		[ -d "$dir" ] && prune --root "$dir"
 		;;
+	*) [ -d "$entry" ] && prune --root "$entry" ;;
 	esac
 done
 # An epilog that fails drains the node: a sandbox that could not be
