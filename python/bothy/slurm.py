@@ -102,13 +102,16 @@ def _run(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> str:
 
 
 # The batch script of every array: the task's own script, its exit code
-# written last, atomically (a task without one ended some other way).
+# written last, atomically (a task without one ended some other way), and
+# the task exits with it (Slurm's FAILED, sacct's ExitCode).
 _BATCH = """#!/bin/sh
 # Written by bothy.slurm: task $SLURM_ARRAY_TASK_ID of a sandboxed array.
 out={out}
 i=$SLURM_ARRAY_TASK_ID
 /bin/sh {tasks}/$i.sh >"$out/$i.stdout" 2>"$out/$i.stderr"
-echo $? >"$out/.$i.exit.$$" && mv -f "$out/.$i.exit.$$" "$out/$i.exit"
+code=$?
+echo $code >"$out/.$i.exit.$$" && mv -f "$out/.$i.exit.$$" "$out/$i.exit"
+exit $code
 """
 
 TaskArg = Union[Task, Sequence[str]]

@@ -34,6 +34,15 @@ def main() -> None:
         bothy=bothy,
         time_limit="10",
     )
+    # Slurm's own view of a failing task (task 2 exits 2), seen while the
+    # controller knows it (the test cluster forgets ended jobs in seconds).
+    failed = ""
+    for _ in range(1200):
+        p = subprocess.run(["scontrol", "show", "job", job.job_id + "_2"], capture_output=True, text=True)
+        if "JobState=FAILED" in p.stdout:
+            failed = " ".join(w for w in p.stdout.split() if w.startswith(("JobState=", "ExitCode=")))
+            break
+        time.sleep(0.1)
     order: List[int] = []
     results: List[Dict[str, Any]] = []
     for r in job.results(poll=0.5, timeout=600):
@@ -80,6 +89,7 @@ def main() -> None:
                 "cancel_running": running,
                 "cancelled": [{"index": r.index, "state": r.state, "exit_code": r.exit_code, "stats": r.stats} for r in cres],
                 "left_running": left,
+                "slurm_failed": failed,
             }
         )
     )

@@ -69,7 +69,8 @@ def test_slurm_array(user: str, bothy: str, request: pytest.FixtureRequest, tmp_
     """submit runs every task in a sandbox from the shared store, with its
     input, and yields each result once: its exit code (the command's),
     stdout, and stats (the task's own array ids, usage); a cancelled task
-    is CANCELLED with no exit code and leaves no sandbox running."""
+    is CANCELLED with no exit code and leaves no sandbox running; Slurm
+    sees a failing task FAILED with its command's exit code."""
     if os.geteuid() != 0:
         p = subprocess.run([CLUSTER, "start", str(tmp_path)], capture_output=True, text=True)
         assert p.returncode != 0 and "run as root" in p.stderr, p
@@ -96,6 +97,8 @@ def test_slurm_array(user: str, bothy: str, request: pytest.FixtureRequest, tmp_
     assert r["cancel_running"], r
     assert [(x["state"].split()[0], x["exit_code"]) for x in r["cancelled"]] == [("CANCELLED", None)], r["cancelled"]
     assert r["left_running"] == "", r
+    # The task exits with its command's code: Slurm sees it fail so.
+    assert r["slurm_failed"] == "JobState=FAILED ExitCode=2:0", r["slurm_failed"]
 
 
 def test_slurm_arguments(tmp_path: Any) -> None:
