@@ -79,6 +79,8 @@ as() { runuser -u "$user" -- env -u XDG_RUNTIME_DIR SLURM_CONF="$SLURM_CONF" "$@
 trace=""
 # podman's storage, state and configuration in the bench's directory.
 podflags="--root $tmp/podman/root --runroot $tmp/podman/run --tmpdir $tmp/podman/tmp --storage-driver overlay --events-backend none --cgroup-manager cgroupfs --runtime runc"
+# store: the shared store, prepared by root from the default image once.
+store() { [ -d "$tmp/store" ] || "$bothy" --root "$tmp/preparer" image export --store "$tmp/store" >/dev/null; }
 # cpu: CPU nanoseconds the cluster used so far (0 without cpuacct).
 cpu() { cat "$acct/cpuacct.usage" 2>/dev/null || echo 0; }
 [ -n "${BOTHY_TRACE:-}" ] && trace="BOTHY_TRACE=1 "
@@ -96,7 +98,7 @@ for mode in "${modes[@]}"; do
 	bare) cmd="sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\"" ;;
 	own | warm) cmd="$bothy --root $res/root run --rm -- sh -c 'echo task \$1' sh \"\$SLURM_ARRAY_TASK_ID\"" ;;
 	shared | sharedwarm | sharedtmpfs)
-		[ -d "$tmp/store" ] || "$bothy" --root "$tmp/preparer" image export --store "$tmp/store" >/dev/null
+		store
 		root=$res/root
 		if [ "$mode" = sharedtmpfs ]; then
 			[ -n "$shm" ] || { shm=$(mktemp -d /dev/shm/bothy-slurm-bench.XXXXXX) && chmod 755 "$shm"; }
@@ -106,7 +108,7 @@ for mode in "${modes[@]}"; do
 		[ "$mode" = sharedwarm ] && as "$bothy" --root "$root" --image-store "$tmp/store" run --rm -- true
 		;;
 	runc)
-		[ -d "$tmp/store" ] || "$bothy" --root "$tmp/preparer" image export --store "$tmp/store" >/dev/null
+		store
 		layers=("$tmp"/store/layers/sha256/*)
 		[ ${#layers[@]} = 1 ] || { echo "slurm-bench: runc: the default image has ${#layers[@]} layers, not one" >&2; exit 1; }
 		(cd "$res" && as runc spec --rootless)

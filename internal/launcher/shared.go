@@ -68,6 +68,21 @@ func (s *sharedLowers) close() {
 	}
 }
 
+// removeStale removes what a killed maker left in dir, the entries whose
+// names match pattern, each through an os.Root on dir: no symlink is
+// followed out of it, not even one put in place of dir's entries.
+func removeStale(dir, pattern string) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	stale, _ := fs.Glob(root.FS(), pattern)
+	for _, name := range stale {
+		_ = root.RemoveAll(name)
+	}
+}
+
 // overflowID is the id an unmapped owner shows as in a user namespace
 // (/proc/sys/kernel/overflowuid or overflowgid, 65534 by default).
 func overflowID(kind string) uint32 {
@@ -121,10 +136,7 @@ func directoryShim(ctx context.Context, cacheRoot string, layers []ipc.Layer, lo
 	if rootfs.IsDir(dst) { // made by the launch this one waited for
 		return dst, nil
 	}
-	stale, _ := filepath.Glob(filepath.Join(shims, "tmp-"+name+"-*"))
-	for _, dir := range stale {
-		_ = os.RemoveAll(dir)
-	}
+	removeStale(shims, "tmp-"+name+"-*")
 	tmp, err := os.MkdirTemp(shims, "tmp-"+name+"-")
 	if err != nil {
 		return "", fmt.Errorf("make directory shim: %w", err)
